@@ -1,0 +1,1 @@
+"""Conformance harness for the vLLM KV-cache event stream patch series."""
