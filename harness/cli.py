@@ -7,9 +7,12 @@ callable taking the parsed arguments and returning an exit code.
 
 import argparse
 import importlib
+import sys
 
 # Modules that contribute verbs, in the order `--help` lists them.
 VERB_MODULES = (
+    "harness.targets",  # targets
+    "harness.sources",  # fetch, deps
     "harness.series",  # apply
     "harness.testrun",  # test
     "harness.stream",  # check-stream
@@ -32,6 +35,10 @@ What to run:
   python -m harness export --target main --out DIR
                                             mails for upstream submission
 """
+
+
+class UserError(Exception):
+    """A failure the user can act on: printed as one line, no traceback."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,4 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return args.func(args)
+    try:
+        return args.func(args)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
