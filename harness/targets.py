@@ -84,7 +84,8 @@ class Target:
         raise TargetError(f"unknown selection {name!r}; use one of {SELECTIONS}")
 
 
-def load_targets(path: Path = TARGETS_FILE) -> dict[str, Target]:
+def load_targets(path: Path | None = None) -> dict[str, Target]:
+    path = path or TARGETS_FILE
     try:
         with path.open("rb") as pin_file:
             document = tomllib.load(pin_file)
@@ -99,7 +100,7 @@ def load_targets(path: Path = TARGETS_FILE) -> dict[str, Target]:
     return {name: _parse_target(name, table, root) for name, table in tables.items()}
 
 
-def get_target(name: str, path: Path = TARGETS_FILE) -> Target:
+def get_target(name: str, path: Path | None = None) -> Target:
     targets = load_targets(path)
     if name not in targets:
         known = ", ".join(targets)

@@ -1,0 +1,257 @@
+"""Pristine vLLM trees for the targets, fetched once into a shared cache.
+
+An sdist is fetched through pip, so the user's index configuration (pip.conf,
+PIP_INDEX_URL, PIP_FIND_LINKS, ...) is honoured. vLLM's setup.py runs while pip
+prepares the metadata, so the Python running the harness needs torch and
+vLLM's build requirements: setuptools_rust setuptools_scm wheel packaging
+jinja2 cmake ninja (tox.ini installs them). The sdist's sha256 is checked
+against the pin before anything is unpacked.
+
+The cache lives in $HARNESS_CACHE_DIR, else $XDG_CACHE_HOME/vllm-kv-series,
+else ~/.cache/vllm-kv-series. Every entry is written under a file lock and
+moved into place only when complete, so parallel runs share one download and a
+half-written entry is never seen. A warm cache needs no network.
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from filelock import FileLock
+
+from harness.cli import UserError
+from harness.targets import GitSource, PathSource, SdistSource, Target, get_target
+
+# The torch wheel that lies on disk on the project's machines; newer ones
+# pull multi-GB CUDA builds.
+TORCH_PIN = "torch==2.13.0"
+# Imported by vLLM's tests/conftest.py but absent from requirements/common.txt.
+TEST_REQUIREMENTS = ("tblib", "pytest-asyncio")
+
+
+class SourceError(UserError):
+    """A pristine tree that cannot be had."""
+
+
+class DownloadError(Exception):
+    """The downloader could not fetch the sdist; the message says why."""
+
+
+Downloader = Callable[[SdistSource, Path], None]
+
+
+def progress(message: str) -> None:
+    print(f"harness: {message}", file=sys.stderr, flush=True)
+
+
+def cache_dir() -> Path:
+    if override := os.environ.get("HARNESS_CACHE_DIR"):
+        return Path(override).resolve()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).resolve() / "vllm-kv-series"
+
+
+def cache_lock(name: str) -> FileLock:
+    locks = cache_dir() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    return FileLock(locks / f"{name}.lock")
+
+
+def source_identity(target: Target) -> str | None:
+    """What names the pristine content exactly; None for a local path."""
+    source = target.source
+    if isinstance(source, SdistSource):
+        return f"sdist-{source.name}-{source.version}-{source.sha256}"
+    if isinstance(source, GitSource):
+        return f"git-{source.commit}"
+    return None
+
+
+def pip_download(source: SdistSource, dest_dir: Path) -> None:
+    """Download the sdist into dest_dir with pip."""
+    env = {
+        **os.environ,
+        "VLLM_VERSION_OVERRIDE": source.version,
+        "VLLM_TARGET_DEVICE": "empty",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "--no-build-isolation",
+        f"{source.name}=={source.version}",
+        "-d",
+        str(dest_dir),
+    ]
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        errors = [line for line in result.stderr.splitlines() if "ERROR" in line]
+        last = (errors or result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise DownloadError(f"pip download exited {result.returncode}: {last.strip()}")
+
+
+def pristine_tree(target: Target, downloader: Downloader | None = None) -> Path:
+    """The unpacked pristine source tree of a target (read it, never write it).
+
+    An sdist missing from the cache is fetched with `downloader`, by default
+    `pip_download`.
+    """
+    source = target.source
+    if isinstance(source, PathSource):
+        if not source.path.is_dir():
+            raise SourceError(
+                f"target {target.name}: source path {source.path} is not a directory"
+            )
+        return source.path
+    tree = cache_dir() / "trees" / source_identity(target)
+    if tree.is_dir():
+        return tree
+    with cache_lock(tree.name):
+        if not tree.is_dir():
+            tree.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(source, SdistSource):
+                archive = _verified_sdist(target, downloader or pip_download)
+                _unpack(target.name, archive, tree)
+            else:
+                _clone(target.name, source, tree)
+    return tree
+
+
+def _verified_sdist(target: Target, downloader: Downloader) -> Path:
+    source = target.source
+    sdists = cache_dir() / "sdists"
+    sdists.mkdir(parents=True, exist_ok=True)
+    archive = sdists / f"{source.name}-{source.version}.tar.gz"
+    if archive.is_file():
+        _check_sha256(target, archive)
+        return archive
+    progress(f"fetching {source.name}=={source.version} through pip")
+    with tempfile.TemporaryDirectory(dir=sdists, prefix=".download-") as download:
+        try:
+            downloader(source, Path(download))
+        except DownloadError as exc:
+            raise SourceError(
+                f"target {target.name}: cannot fetch {source.name}=={source.version} "
+                f"into the cold cache {cache_dir()} ({exc}); run once where the "
+                f"package index is reachable, point PIP_INDEX_URL or PIP_FIND_LINKS "
+                f"at a mirror that has the sdist, or set HARNESS_CACHE_DIR to a "
+                f"filled cache"
+            ) from None
+        files = list(Path(download).iterdir())
+        if len(files) != 1:
+            names = ", ".join(sorted(file.name for file in files)) or "nothing"
+            raise SourceError(
+                f"target {target.name}: expected one sdist from the download, "
+                f"got {names}"
+            )
+        _check_sha256(target, files[0])
+        os.replace(files[0], archive)
+    return archive
+
+
+def _check_sha256(target: Target, archive: Path) -> None:
+    digest = hashlib.sha256()
+    with archive.open("rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    if digest.hexdigest() != target.source.sha256:
+        raise SourceError(
+            f"target {target.name}: {archive.name} has sha256 {digest.hexdigest()} but "
+            f"harness/targets.toml pins {target.source.sha256}; refusing to unpack it"
+        )
+
+
+def _unpack(target_name: str, archive: Path, tree: Path) -> None:
+    progress(f"unpacking {archive.name}")
+    with tempfile.TemporaryDirectory(dir=tree.parent, prefix=".unpack-") as scratch:
+        try:
+            with tarfile.open(archive) as tar:
+                tar.extractall(scratch, filter="data")
+        except tarfile.FilterError as exc:
+            raise SourceError(
+                f"target {target_name}: {archive.name} has an unsafe member ({exc})"
+            ) from None
+        entries = list(Path(scratch).iterdir())
+        if len(entries) != 1 or not entries[0].is_dir():
+            raise SourceError(
+                f"target {target_name}: {archive.name} does not hold exactly one "
+                f"top-level directory"
+            )
+        entries[0].rename(tree)
+
+
+def _clone(target_name: str, source: GitSource, tree: Path) -> None:
+    progress(f"cloning {source.url} at {source.commit}")
+    with tempfile.TemporaryDirectory(dir=tree.parent, prefix=".clone-") as scratch:
+        checkout = Path(scratch) / "checkout"
+        steps = (
+            ["clone", "--quiet", "--no-checkout", source.url, str(checkout)],
+            ["-C", str(checkout), "checkout", "--quiet", "--detach", source.commit],
+        )
+        for step in steps:
+            result = subprocess.run(["git", *step], capture_output=True, text=True)
+            if result.returncode != 0:
+                reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
+                raise SourceError(
+                    f"target {target_name}: cannot get commit {source.commit} from "
+                    f"{source.url} into the cold cache {cache_dir()} (git: {reason}); "
+                    f"run once where that repository is reachable, or set "
+                    f"HARNESS_CACHE_DIR to a filled cache"
+                )
+        shutil.rmtree(checkout / ".git")
+        checkout.rename(tree)
+
+
+def install_test_requirements(target: Target) -> int:
+    """pip install the target's requirements/common.txt and the test extras."""
+    requirements = pristine_tree(target) / "requirements" / "common.txt"
+    if not requirements.is_file():
+        raise SourceError(f"target {target.name}: {requirements} does not exist")
+    with tempfile.TemporaryDirectory() as scratch:
+        constraints = Path(scratch) / "constraints.txt"
+        constraints.write_text(TORCH_PIN + "\n")
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--constraint",
+            str(constraints),
+            "--requirement",
+            str(requirements),
+            *TEST_REQUIREMENTS,
+        ]
+        progress(f"installing {requirements} with {TORCH_PIN}")
+        return subprocess.run(command).returncode
+
+
+def register(subparsers) -> None:
+    fetch = subparsers.add_parser(
+        "fetch", help="fetch a target's pristine tree into the cache, print its path"
+    )
+    fetch.add_argument("--target", required=True)
+    fetch.set_defaults(func=_print_pristine_tree)
+    deps = subparsers.add_parser(
+        "deps",
+        help="pip install what a target's upstream tests import (torch held at "
+        f"{TORCH_PIN.split('==')[1]})",
+    )
+    deps.add_argument("--target", required=True)
+    deps.set_defaults(
+        func=lambda args: install_test_requirements(get_target(args.target))
+    )
+
+
+def _print_pristine_tree(args) -> int:
+    print(pristine_tree(get_target(args.target)))
+    return 0

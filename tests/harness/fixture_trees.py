@@ -1,0 +1,53 @@
+"""Tiny trees, sdists and targets that the harness's own tests build in tmp dirs."""
+
+import hashlib
+import io
+import tarfile
+from pathlib import Path
+
+from harness.targets import PathSource, SdistSource, Target
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def make_sdist(directory: Path, name: str, version: str, files: dict[str, str]) -> Path:
+    """A .tar.gz laid out like an sdist: one top-level NAME-VERSION directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    archive = directory / f"{name}-{version}.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{name}-{version}/{path}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return archive
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def make_target(source, patches_dir: Path | None = None, name: str = "t") -> Target:
+    return Target(
+        name=name,
+        description="a test target",
+        source=source,
+        patches_dir=patches_dir or Path("/nonexistent/patches"),
+        series={"default": "series", "strict": "series.strict"},
+        upstream_tests=("tests/test_a.py",),
+        upstream_tests_full=("tests/test_a.py", "tests/test_b.py"),
+    )
+
+
+def sdist_target(archive: Path, sha256: str | None = None) -> Target:
+    name, version = archive.name.removesuffix(".tar.gz").rsplit("-", 1)
+    return make_target(SdistSource(name, version, sha256 or sha256_of(archive)))
+
+
+def path_target(tree: Path, patches_dir: Path) -> Target:
+    return make_target(PathSource(tree), patches_dir)
