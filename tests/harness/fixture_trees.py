@@ -5,10 +5,33 @@ import io
 import tarfile
 from pathlib import Path
 
-from harness.targets import PathSource, SdistSource, Target
+from harness.targets import SdistSource, Target
+
+
+def write_pins(root: Path, body: str) -> Path:
+    """A pin file at ROOT/harness/targets.toml, so that ROOT is its repo root."""
+    (root / "harness").mkdir(parents=True, exist_ok=True)
+    path = root / "harness" / "targets.toml"
+    path.write_text(body)
+    return path
+
+
+def target_table(source: str, extra: str = "", patches: str = "patches") -> str:
+    """One [targets.t] table with the given source inline table."""
+    return f"""
+[targets.t]
+description = "a test target"
+source = {source}
+patches = "{patches}"
+series = {{ default = "series", strict = "series.strict" }}
+upstream_tests = ["tests/test_a.py"]
+upstream_tests_full = ["tests/test_a.py", "tests/test_b.py::test_one[x-1]"]
+{extra}
+"""
 
 
 def write_tree(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
@@ -47,7 +70,3 @@ def make_target(source, patches_dir: Path | None = None, name: str = "t") -> Tar
 def sdist_target(archive: Path, sha256: str | None = None) -> Target:
     name, version = archive.name.removesuffix(".tar.gz").rsplit("-", 1)
     return make_target(SdistSource(name, version, sha256 or sha256_of(archive)))
-
-
-def path_target(tree: Path, patches_dir: Path) -> Target:
-    return make_target(PathSource(tree), patches_dir)

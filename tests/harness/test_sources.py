@@ -4,7 +4,15 @@ import threading
 import time
 
 import pytest
-from fixture_trees import make_sdist, make_target, sdist_target, sha256_of, write_tree
+from fixture_trees import (
+    make_sdist,
+    make_target,
+    sdist_target,
+    sha256_of,
+    target_table,
+    write_pins,
+    write_tree,
+)
 
 from harness import cli, targets
 from harness.sources import (
@@ -16,15 +24,6 @@ from harness.sources import (
 )
 from harness.targets import GitSource, PathSource
 
-PINS = f"""
-[targets.t]
-description = "offline"
-source = {{ sdist = "vllm==9.9.9", sha256 = "{"0" * 64}" }}
-patches = "patches"
-series = {{ default = "series" }}
-upstream_tests = ["tests/test_a.py"]
-upstream_tests_full = ["tests/test_a.py"]
-"""
 FILES = {"vllm/__init__.py": "VERSION = 1\n", "tests/test_a.py": "def test_a(): pass\n"}
 
 
@@ -97,9 +96,9 @@ def test_sdist_with_unsafe_member_is_not_unpacked_outside_the_cache(cache, tmp_p
 def test_cold_cache_offline_gives_one_line_naming_target_and_remedy(
     cache, tmp_path, monkeypatch, capsys
 ):
-    pins = tmp_path / "harness" / "targets.toml"
-    pins.parent.mkdir()
-    pins.write_text(PINS)
+    pins = write_pins(
+        tmp_path, target_table(f'{{ sdist = "vllm==9.9.9", sha256 = "{"0" * 64}" }}')
+    )
     monkeypatch.setattr(targets, "TARGETS_FILE", pins)
     monkeypatch.setattr("harness.sources.pip_download", offline_downloader)
     assert cli.main(["fetch", "--target", "t"]) == 1

@@ -1,31 +1,12 @@
 import re
 
 import pytest
+from fixture_trees import target_table, write_pins
 
 from harness.targets import TargetError, get_target, load_targets
 
 SHA = "ab" * 32
 COMMIT = "c0" * 20
-
-
-def write_pins(tmp_path, body: str):
-    (tmp_path / "harness").mkdir()
-    path = tmp_path / "harness" / "targets.toml"
-    path.write_text(body)
-    return path
-
-
-def target_table(source: str, extra: str = "") -> str:
-    return f"""
-[targets.t]
-description = "a test target"
-source = {source}
-patches = "patches/t"
-series = {{ default = "series", strict = "series.strict" }}
-upstream_tests = ["tests/test_a.py"]
-upstream_tests_full = ["tests/test_a.py", "tests/test_b.py::test_one[x-1]"]
-{extra}
-"""
 
 
 def test_project_pins_parse_with_the_targets_the_tox_envs_name():
@@ -44,8 +25,8 @@ def test_sdist_target_parses_into_dataclasses(tmp_path):
     target = get_target("t", path)
     assert (target.source.name, target.source.version) == ("vllm", "1.2.3")
     assert target.source.sha256 == SHA
-    assert target.patches_dir == tmp_path / "patches" / "t"
-    assert target.series_file("default") == tmp_path / "patches" / "t" / "series"
+    assert target.patches_dir == tmp_path / "patches"
+    assert target.series_file("default") == tmp_path / "patches" / "series"
     assert target.selection("ci") == ("tests/test_a.py",)
     assert target.selection("full")[1] == "tests/test_b.py::test_one[x-1]"
 
