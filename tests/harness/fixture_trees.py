@@ -1,5 +1,6 @@
 """Tiny trees, sdists and targets that the harness's own tests build in tmp dirs."""
 
+import difflib
 import hashlib
 import io
 import tarfile
@@ -70,3 +71,15 @@ def make_target(source, patches_dir: Path | None = None, name: str = "t") -> Tar
 def sdist_target(archive: Path, sha256: str | None = None) -> Target:
     name, version = archive.name.removesuffix(".tar.gz").rsplit("-", 1)
     return make_target(SdistSource(name, version, sha256 or sha256_of(archive)))
+
+
+def diff(path: str, old: str | None, new: str | None, prefixes=("a/", "b/")) -> str:
+    """A unified diff in the form quilt refreshes: a/ and b/ prefixes, -p1."""
+    return "".join(
+        difflib.unified_diff(
+            (old or "").splitlines(keepends=True),
+            (new or "").splitlines(keepends=True),
+            prefixes[0] + path if old is not None else "/dev/null",
+            prefixes[1] + path if new is not None else "/dev/null",
+        )
+    )

@@ -1,8 +1,7 @@
-import difflib
 import subprocess
 
 import pytest
-from fixture_trees import target_table, write_pins, write_tree
+from fixture_trees import diff, target_table, write_pins, write_tree
 
 from harness import cli, targets
 from harness.series import SeriesError, apply_onto, build_patched_tree, read_series
@@ -13,18 +12,6 @@ PRISTINE = {
     "tests/test_pool.py": "def test_pool():\n    assert True\n",
     "README.md": "pristine\n",
 }
-
-
-def diff(path: str, old: str | None, new: str | None, prefixes=("a/", "b/")) -> str:
-    """A unified diff in the form quilt refreshes: a/ and b/ prefixes, -p1."""
-    return "".join(
-        difflib.unified_diff(
-            (old or "").splitlines(keepends=True),
-            (new or "").splitlines(keepends=True),
-            prefixes[0] + path if old is not None else "/dev/null",
-            prefixes[1] + path if new is not None else "/dev/null",
-        )
-    )
 
 
 def edited(text: str, old: str, new: str) -> str:

@@ -1,0 +1,167 @@
+"""Pristine against patched: classify per-test outcomes and render the verdict.
+
+An outcome is one of passed, failed, error, skipped (xfail counts as skipped),
+or missing when a test that ran on one tree did not run on the other.
+
+- regression: passed on the pristine tree, anything else on the patched one;
+- environmental: failed (or errored) on both trees, so not the series' doing,
+  but always shown;
+- added: ran only on the patched tree; an added test that fails is a failure;
+- changed: any other difference, shown for information (e.g. fixed tests).
+"""
+
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+
+FAILING = ("failed", "error")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    regressions: dict[str, tuple[str, str]] = field(default_factory=dict)
+    environmental: dict[str, tuple[str, str]] = field(default_factory=dict)
+    added: dict[str, str] = field(default_factory=dict)
+    changed: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    @property
+    def failing_added(self) -> list[str]:
+        return [test for test, outcome in self.added.items() if outcome in FAILING]
+
+
+def compare(pristine: dict[str, str], patched: dict[str, str]) -> Comparison:
+    comparison = Comparison()
+    for test in sorted(pristine.keys() | patched.keys()):
+        if test not in pristine:
+            comparison.added[test] = patched[test]
+            continue
+        pair = (pristine[test], patched.get(test, "missing"))
+        if pair[0] == "passed" and pair[1] != "passed":
+            comparison.regressions[test] = pair
+        elif pair[0] in FAILING and pair[1] in (*FAILING, "missing"):
+            comparison.environmental[test] = pair
+        elif pair[0] != pair[1]:
+            comparison.changed[test] = pair
+    return comparison
+
+
+def tally(outcomes: dict[str, str]) -> dict[str, int]:
+    values = list(outcomes.values())
+    return {
+        "passed": values.count("passed"),
+        "failed": sum(values.count(outcome) for outcome in FAILING),
+        "skipped": values.count("skipped"),
+    }
+
+
+@dataclass(frozen=True)
+class Conformance:
+    status: str  # passed, failed, no tests, not present
+    passed: int = 0
+    failed: int = 0
+    report: dict | None = None  # what the suite wrote to HARNESS_CONFORMANCE_REPORT
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "passed"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    target: str
+    tier: str
+    selection: str
+    pristine: dict[str, str]
+    patched: dict[str, str]
+    conformance: Conformance
+    wall_seconds: float
+
+    @cached_property
+    def comparison(self) -> Comparison:
+        return compare(self.pristine, self.patched)
+
+    @property
+    def passed(self) -> bool:
+        comparison = self.comparison
+        return (
+            not comparison.regressions
+            and not comparison.failing_added
+            and self.conformance.ok
+        )
+
+    def as_json(self) -> dict:
+        return {
+            "target": self.target,
+            "tier": self.tier,
+            "selection": self.selection,
+            "passed": self.passed,
+            "wall_seconds": round(self.wall_seconds, 1),
+            "pristine": {"tally": tally(self.pristine), "outcomes": self.pristine},
+            "patched": {"tally": tally(self.patched), "outcomes": self.patched},
+            **asdict(self.comparison),
+            "conformance": asdict(self.conformance),
+        }
+
+    def render(self) -> str:
+        comparison = self.comparison
+        pristine, patched = tally(self.pristine), tally(self.patched)
+        minutes, seconds = divmod(round(self.wall_seconds), 60)
+        added = str(len(comparison.added))
+        if comparison.failing_added:
+            added += f" ({len(comparison.failing_added)} failing)"
+        conformance = self.conformance.status
+        if self.conformance.status not in ("not present", "no tests"):
+            conformance = (
+                f"{self.conformance.passed}/{self.conformance.failed} {conformance}"
+            )
+        row = {
+            "target": self.target,
+            "tier": self.tier,
+            "pristine pass/fail": f"{pristine['passed']}/{pristine['failed']}",
+            "patched pass/fail": f"{patched['passed']}/{patched['failed']}",
+            "regressions": str(len(comparison.regressions)),
+            "added tests": added,
+            "environmental": str(len(comparison.environmental)),
+            "conformance pass/fail": conformance,
+            "wall time": f"{minutes}m{seconds:02d}s",
+        }
+        cells = [
+            (name, value, max(len(name), len(value))) for name, value in row.items()
+        ]
+        lines = [
+            "  ".join(name.ljust(width) for name, _, width in cells),
+            "  ".join(value.ljust(width) for _, value, width in cells),
+        ]
+        sections = (
+            (
+                "regressions (passed on pristine, not on patched)",
+                comparison.regressions,
+            ),
+            ("added tests (only on patched)", comparison.added),
+            ("environmental (fail on both trees)", comparison.environmental),
+            ("other outcome changes", comparison.changed),
+        )
+        for title, tests in sections:
+            if tests:
+                lines += ["", f"{title}:"]
+                lines += [f"  {test}  {_outcome(tests[test])}" for test in tests]
+        lines += self._conformance_lines()
+        lines += ["", f"verdict: {'PASS' if self.passed else 'FAIL'}"]
+        return "\n".join(line.rstrip() for line in lines)
+
+    def _conformance_lines(self) -> list[str]:
+        report = self.conformance.report
+        if report is None:
+            return ["", f"conformance report: none written ({self.conformance.status})"]
+        lines = ["", "conformance classes (pristine -> patched):"]
+        for name, counts in report.get("classes", {}).items():
+            lines.append(
+                f"  {name}: {counts.get('pristine')} -> {counts.get('patched')}"
+            )
+        if report.get("rules"):
+            lines.append("conformance rules:")
+            lines += [f"  {rule}: {value}" for rule, value in report["rules"].items()]
+        return lines
+
+
+def _outcome(outcome: str | tuple[str, str]) -> str:
+    return outcome if isinstance(outcome, str) else " -> ".join(outcome)
