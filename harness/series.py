@@ -123,7 +123,8 @@ class QuiltApplier:
         if pushed:
             result = self._quilt(tree, "pop", "-a", "-q")
             if result.returncode != 0:
-                raise SeriesError(f"quilt pop -a failed in {tree}:\n{result.stdout}")
+                output = result.stdout + result.stderr
+                raise SeriesError(f"quilt pop -a failed in {tree}:\n{output}")
         self.finish(tree)
 
     def finish(self, tree: Path) -> None:

@@ -15,6 +15,7 @@ half-written entry is never seen. A warm cache needs no network.
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,10 @@ from harness.targets import GitSource, PathSource, SdistSource, Target, get_targ
 TORCH_PIN = "torch==2.13.0"
 # Imported by vLLM's tests/conftest.py but absent from requirements/common.txt.
 TEST_REQUIREMENTS = ("tblib", "pytest-asyncio")
+
+
+# pip's own errors, and the exception a failed metadata build ends with.
+_ERROR_LINE = re.compile(r"ERROR: |\w+(Error|Exception): ")
 
 
 class SourceError(UserError):
@@ -95,9 +100,10 @@ def pip_download(source: SdistSource, dest_dir: Path) -> None:
     ]
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     if result.returncode != 0:
-        errors = [line for line in result.stderr.splitlines() if "ERROR" in line]
-        last = (errors or result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise DownloadError(f"pip download exited {result.returncode}: {last.strip()}")
+        lines = [line.strip() for line in result.stderr.splitlines()]
+        errors = [line for line in lines if _ERROR_LINE.match(line)]
+        reason = (errors or [line for line in lines if line] or ["no output"])[-1]
+        raise DownloadError(f"pip download exited {result.returncode}: {reason}")
 
 
 def pristine_tree(target: Target, downloader: Downloader | None = None) -> Path:
@@ -143,9 +149,10 @@ def _verified_sdist(target: Target, downloader: Downloader) -> Path:
             raise SourceError(
                 f"target {target.name}: cannot fetch {source.name}=={source.version} "
                 f"into the cold cache {cache_dir()} ({exc}); run once where the "
-                f"package index is reachable, point PIP_INDEX_URL or PIP_FIND_LINKS "
-                f"at a mirror that has the sdist, or set HARNESS_CACHE_DIR to a "
-                f"filled cache"
+                f"package index is reachable, with torch and vLLM's build tools "
+                f"installed (README, Settings), point PIP_INDEX_URL or "
+                f"PIP_FIND_LINKS at a mirror that has the sdist, or set "
+                f"HARNESS_CACHE_DIR to a filled cache"
             ) from None
         files = list(Path(download).iterdir())
         if len(files) != 1:
