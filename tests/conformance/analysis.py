@@ -1,0 +1,194 @@
+"""Replay a workload's records through the stream checker and sort what it
+finds into the contract's classes (docs/stream-contract.md).
+
+A violation is classified by the label of the event it was found at, that is
+by the pool operation that emitted it:
+
+- K1: C1 on the entry of a first registration (or replacement) of a partial
+  entry past the first cache block;
+- K2: the same inside the first cache block;
+- K3: C1 on the entry of a promotion to a later boundary;
+- K4: C1 on a full-block store in a group whose full blocks can be null or
+  masked (sliding window, Mamba);
+- K5: stores of a hash that was already live (not a violation: the checker
+  counts copies; reported so a change shows).
+
+Anything else is reported under ``RULE:label`` and is never expected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from collections import Counter
+from dataclasses import dataclass, field
+
+from harness.stream import (
+    BlockRemoved,
+    BlockStored,
+    HashModel,
+    StreamChecker,
+    Violation,
+    decode_event,
+)
+from harness.workloads import (
+    BookkeepingSample,
+    OpRecord,
+    PoolSnapshot,
+    Record,
+    RunEnd,
+    RunStart,
+)
+
+CLASSES = ("K1", "K2", "K3", "K4", "K5")
+RULES = ("C1", "C2", "C3", "C4", "C5", "C6")
+SPARSE_GROUP_KINDS = {"sliding_window", "mamba"}
+# Label (before "@") of the call whose entry store is at fault -> class.
+C1_CLASSES = {
+    "partial:first": "K1",
+    "partial:replace": "K1",
+    "partial:first-block": "K2",
+    "partial:replace-first-block": "K2",
+    "partial:promotion": "K3",
+}
+
+
+def vllm_hash_model(start: RunStart) -> HashModel:
+    """vLLM's sha256 block hash (vllm.utils.hashing.sha256 applied by
+    kv_cache_utils.hash_block_tokens), from the run's NONE_HASH."""
+
+    def chunk_hash(parent, tokens, extra_keys):
+        chained = (parent or start.none_hash, tokens, extra_keys)
+        return hashlib.sha256(
+            pickle.dumps(chained, protocol=pickle.HIGHEST_PROTOCOL)
+        ).digest()
+
+    def external(chain: bytes):
+        if start.int_block_hashes:
+            return int.from_bytes(chain, "big") & ((1 << 64) - 1)
+        return chain
+
+    return HashModel(start.hash_block_size, chunk_hash, external)
+
+
+@dataclass
+class Run:
+    """One workload's records, replayed and classified."""
+
+    start: RunStart
+    ops: list[OpRecord]
+    checker: StreamChecker
+    classes: Counter = field(default_factory=Counter)
+    rules: Counter = field(default_factory=Counter)
+    # (class or "RULE:label", violation) for every violation, in stream order.
+    findings: list[tuple[str, Violation]] = field(default_factory=list)
+    # The series' bookkeeping sizes after each operation (None: it has none).
+    bookkeeping: list[dict[str, int] | None] = field(default_factory=list)
+
+    def label(self, violation: Violation) -> str:
+        return self.ops[violation.batch].events[violation.event].label
+
+    def unclassified(self) -> list[tuple[str, Violation]]:
+        return [(name, v) for name, v in self.findings if name not in CLASSES]
+
+
+def replay(records: list[Record]) -> Run:
+    start = records[0]
+    assert isinstance(start, RunStart)
+    checker = StreamChecker(hash_model=vllm_hash_model(start), track_ancestry=True)
+    run = Run(start, [], checker)
+    for record in records[1:]:
+        if isinstance(record, OpRecord):
+            assert record.index == len(run.ops)
+            run.ops.append(record)
+            checker.apply([decode_event(event.data) for event in record.events])
+        elif isinstance(record, PoolSnapshot):
+            checker.check_pool(
+                {(start.medium, group): hashes for group, hashes in record.held.items()}
+            )
+        elif isinstance(record, BookkeepingSample):
+            run.bookkeeping.append(record.sizes)
+        elif isinstance(record, RunEnd) and record.drained:
+            checker.check_drained()
+    for violation in checker.violations:
+        name = classify(run, violation)
+        run.findings.append((name, violation))
+        run.rules[violation.rule] += 1
+        if name in CLASSES:
+            run.classes[name] += 1
+    run.classes["K5"] = checker.duplicate_stores
+    return run
+
+
+def classify(run: Run, violation: Violation) -> str:
+    if violation.event is None:
+        return violation.rule
+    label = run.label(violation)
+    kind, _, group_kind = label.partition("@")
+    if violation.rule == "C1":
+        if kind in C1_CLASSES:
+            return C1_CLASSES[kind]
+        if kind == "full" and group_kind in SPARSE_GROUP_KINDS:
+            return "K4"
+    return f"{violation.rule}:{label}"
+
+
+# --------------------------------------------------------------------------
+# C7: the patched stream keeps every pristine event and only adds ancestry
+# --------------------------------------------------------------------------
+
+
+def wire_differences(pristine: Run, patched: Run, fixed: set[str]) -> list[str]:
+    """C7 findings, empty when the patched run only adds allowed events.
+
+    Per operation, the pristine events must appear byte for byte and in
+    order in the patched events; each added event must be an ancestry store
+    (one hash, ``block_size == hash_block_size``, emitted by a call whose
+    class the tier fixes, ``fixed``; that its parent is the previous
+    boundary is C4, checked in the replay) or a removal of a hash some
+    ancestry store added.
+    """
+    findings = []
+    if [op.name for op in pristine.ops] != [op.name for op in patched.ops]:
+        return ["the two trees ran different operations for the same seed"]
+    hbs = patched.start.hash_block_size
+    ancestry: set = set()
+    for before, after in zip(pristine.ops, patched.ops, strict=True):
+        added = unmatched(before.events, after.events)
+        if added is None:
+            findings.append(f"op {before.index}: pristine events missing or reordered")
+            continue
+        for event_record in added:
+            event = decode_event(event_record.data)
+            where = f"op {before.index} ({event_record.label})"
+            if isinstance(event, BlockStored):
+                kind = event_record.label.partition("@")[0]
+                if not (
+                    len(event.block_hashes) == 1
+                    and event.block_size == hbs
+                    and C1_CLASSES.get(kind) in fixed
+                ):
+                    findings.append(f"{where}: added store is not an ancestry store")
+                ancestry.add(event.block_hashes[0])
+            elif isinstance(event, BlockRemoved):
+                if not set(event.block_hashes) <= ancestry:
+                    findings.append(f"{where}: added removal of a non-ancestry hash")
+            else:
+                findings.append(f"{where}: added {type(event).__name__}")
+    return findings
+
+
+def unmatched(pristine_events, patched_events) -> list | None:
+    """The patched events left after matching the pristine ones in order
+    (None if some pristine event has no match)."""
+    added = []
+    remaining = iter(patched_events)
+    for wanted in pristine_events:
+        for candidate in remaining:
+            if candidate.data == wanted.data:
+                break
+            added.append(candidate)
+        else:
+            return None
+    added.extend(remaining)
+    return added

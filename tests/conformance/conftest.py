@@ -1,0 +1,204 @@
+"""Conformance suite set-up: the two trees, their workload workers, and the
+class counts printed side by side at the end of the session.
+
+The harness runs this suite with:
+
+- HARNESS_PRISTINE_TREE, HARNESS_PATCHED_TREE  vLLM source trees (required)
+- HARNESS_TIER                                 default | strict (default: default)
+- HARNESS_TARGET                               target name, for the report
+- HARNESS_CONFORMANCE_REPORT                   where to write the JSON report
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+from analysis import CLASSES, RULES, Run, replay
+
+from harness.workloads import read_records
+
+REPO = Path(__file__).resolve().parents[2]
+TREE_VARIABLES = ("HARNESS_PRISTINE_TREE", "HARNESS_PATCHED_TREE")
+TIERS = ("default", "strict")
+# Classes each tier of the series is meant to fix; every other class must
+# keep its pristine count.
+TIER_FIXES = {"default": {"K1"}, "strict": {"K1", "K2", "K3"}}
+
+
+def pytest_collection_modifyitems(config, items):
+    missing = [name for name in TREE_VARIABLES if not os.environ.get(name)]
+    tier = os.environ.get("HARNESS_TIER", "default")
+    if missing or tier not in TIERS:
+        raise pytest.UsageError(
+            "the conformance suite compares two vLLM trees; run it through "
+            "`python -m harness test`, or set "
+            + " and ".join(f"{name}=<vLLM source tree>" for name in TREE_VARIABLES)
+            + f" (HARNESS_TIER one of {', '.join(TIERS)}; got {tier!r}"
+            + (f", missing {', '.join(missing)})" if missing else ")")
+        )
+
+
+class WorkloadWorker:
+    """A `python -m harness.workloads --serve` process inside one tree."""
+
+    def __init__(self, tree: Path):
+        self.tree = tree
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "harness.workloads", "--serve"],
+            cwd=REPO,
+            env={
+                **os.environ,
+                "PYTHONPATH": f"{tree}{os.pathsep}{REPO}",
+                "VLLM_TARGET_DEVICE": "cpu",
+            },
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+
+    def submit(self, config: str, seed: int, ops: int, out: Path) -> None:
+        request = {"config": config, "seed": seed, "ops": ops, "out": str(out)}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+
+    def wait(self) -> None:
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"workload worker for {self.tree} died")
+        reply = json.loads(line)
+        if not reply["ok"]:
+            raise RuntimeError(f"workload failed in {self.tree}: {reply['error']}")
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+class Conformance:
+    """Runs workloads on both trees (in parallel) and keeps what they found."""
+
+    def __init__(self, pristine: Path, patched: Path, tier: str, scratch: Path):
+        self.tier = tier
+        self.trees = {"pristine": pristine, "patched": patched}
+        self.workers = {name: WorkloadWorker(tree) for name, tree in self.trees.items()}
+        self.scratch = scratch
+        self.runs: dict[tuple[str, int, int], dict[str, Run]] = {}
+
+    def pair(self, config: str, seed: int, ops: int) -> dict[str, Run]:
+        """Pristine and patched runs of one seeded workload (cached)."""
+        key = (config, seed, ops)
+        if key not in self.runs:
+            outs = {
+                name: self.scratch / f"{name}-{config}-{seed}-{ops}.bin"
+                for name in self.workers
+            }
+            for name, worker in self.workers.items():
+                worker.submit(config, seed, ops, outs[name])
+            for worker in self.workers.values():
+                worker.wait()
+            self.runs[key] = {
+                name: replay(read_records(out)) for name, out in outs.items()
+            }
+        return self.runs[key]
+
+    def totals(self) -> dict[str, dict[str, dict[str, int]]]:
+        classes = {name: Counter() for name in self.trees}
+        rules = {name: Counter() for name in self.trees}
+        for pair in self.runs.values():
+            for name, run in pair.items():
+                classes[name].update(run.classes)
+                rules[name].update(run.rules)
+        return {
+            "classes": {
+                cls: {name: classes[name][cls] for name in self.trees}
+                for cls in CLASSES
+            },
+            "rules": {
+                rule: {name: rules[name][rule] for name in self.trees} for rule in RULES
+            },
+        }
+
+    def by_config(self) -> dict[str, dict[str, Counter]]:
+        counts: dict[str, dict[str, Counter]] = defaultdict(
+            lambda: {name: Counter() for name in self.trees}
+        )
+        for (config, _, _), pair in self.runs.items():
+            for name, run in pair.items():
+                counts[config][name].update(run.classes)
+        return counts
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.close()
+
+
+_session: Conformance | None = None
+
+
+@pytest.fixture(scope="session")
+def conformance():
+    global _session
+    with tempfile.TemporaryDirectory(prefix="conformance-") as scratch:
+        _session = Conformance(
+            Path(os.environ["HARNESS_PRISTINE_TREE"]),
+            Path(os.environ["HARNESS_PATCHED_TREE"]),
+            os.environ.get("HARNESS_TIER", "default"),
+            Path(scratch),
+        )
+        try:
+            yield _session
+        finally:
+            _session.close()
+
+
+@pytest.fixture(scope="session")
+def tier_fixes(conformance) -> set[str]:
+    return TIER_FIXES[conformance.tier]
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _session is None or not _session.runs:
+        return
+    totals = _session.totals()
+    fixes = TIER_FIXES[_session.tier]
+    write = terminalreporter.write_line
+    terminalreporter.section(
+        f"KV-event stream classes, pristine vs patched "
+        f"({len(_session.runs)} workloads, tier {_session.tier})"
+    )
+    write(f"{'class':<8}{'pristine':>10}{'patched':>10}  expected")
+    for cls, counts in totals["classes"].items():
+        expected = "fixed (0)" if cls in fixes else "unchanged"
+        write(f"{cls:<8}{counts['pristine']:>10}{counts['patched']:>10}  {expected}")
+    write(f"{'rule':<8}{'pristine':>10}{'patched':>10}")
+    for rule, counts in totals["rules"].items():
+        write(f"{rule:<8}{counts['pristine']:>10}{counts['patched']:>10}")
+    write("per workload config (pristine -> patched):")
+    for config, counts in sorted(_session.by_config().items()):
+        cells = "  ".join(
+            f"{cls} {counts['pristine'][cls]}->{counts['patched'][cls]}"
+            for cls in CLASSES
+        )
+        write(f"  {config:<15}{cells}")
+    report = os.environ.get("HARNESS_CONFORMANCE_REPORT")
+    if report:
+        Path(report).write_text(
+            json.dumps(
+                {
+                    "target": os.environ.get("HARNESS_TARGET"),
+                    "tier": _session.tier,
+                    "workloads": len(_session.runs),
+                    **totals,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
