@@ -1,0 +1,489 @@
+"""The series lint: `python -m harness.serieslint [--root DIR]`, run by pre-commit.
+
+For every patches directory that harness/targets.toml names (patches/ and
+patches/vX.Y/):
+
+- every patch a series file lists exists, and every *.patch file of the
+  directory is listed in one of its series files;
+- every listed patch is a mail that `git am --keep-non-patch` takes: From:,
+  Date: and Subject: headers at the top, the subject starting with at least
+  one upstream tag such as [Bugfix] or [KV Events], and a Signed-off-by:
+  line before the diff;
+- the diff is in quilt's refreshed form (-p ab --no-timestamps --no-index, as
+  .quiltrc sets): `--- a/` and `+++ b/` headers without timestamps, no
+  `Index:`, `diff --git` or `index` lines, hunks whole, and no trailing
+  whitespace on added lines;
+- when the target's pristine tree is already in the harness cache (the lint
+  never downloads), the series is applied to a scratch copy of the files it
+  touches and `ruff check` and `ruff format --check` run on them under vLLM's
+  own configuration (the tree's pyproject.toml). Only what the series
+  introduces is reported: findings already present in the pristine files are
+  left out, since vLLM pins an older ruff than the one this project runs.
+
+Every error names the file, and the line where there is one. Exit status 1 on
+any error. A series file that targets.toml names but that does not exist yet is
+noted, not an error (targets.toml reports it when the tier is applied).
+"""
+
+import argparse
+import email.utils
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.cli import UserError
+from harness.series import GitApplier, Series, SeriesError, read_series
+from harness.sources import cache_dir, source_identity
+from harness.targets import REPO_ROOT, PathSource, Target, load_targets
+
+MAIL_HEADER = re.compile(r"^(?P<name>[A-Za-z-]+): ?(?P<value>.*)$")
+AUTHOR = re.compile(r".+ <[^<>@\s]+@[^<>\s]+>$")
+# One or more bracketed upstream tags, then a space and the summary; a leading
+# [PATCH ...] group is allowed but is not a tag.
+SUBJECT = re.compile(
+    r"^(\[PATCH[^\]]*\] *)?(\[(?!PATCH\b)[^\[\]]*[^\[\]\s][^\[\]]*\])+ \S"
+)
+SIGNED_OFF = re.compile(r"^Signed-off-by: .+ <[^<>@\s]+@[^<>\s]+>$")
+HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+TIMESTAMP = re.compile(r"\t|\s\d{4}-\d\d-\d\d[ T]\d\d:\d\d")
+REFRESH = "refresh it with quilt (.quiltrc: -p ab --no-timestamps --no-index)"
+
+
+@dataclass
+class Findings:
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    patches: int = 0  # patch files checked
+    ruff_runs: int = 0  # series linted with ruff on a cached tree
+
+
+@dataclass
+class PatchesDir:
+    """A patches directory and the series files and targets that use it."""
+
+    path: Path
+    series_names: set[str] = field(default_factory=set)
+    targets: list[Target] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------
+# One patch file
+# --------------------------------------------------------------------------
+
+
+def check_patch(path: Path, shown: str, strip: int = 1) -> tuple[list[str], list]:
+    """Errors in one patch file, and the files its diff touches (tree paths)."""
+    lines = path.read_text(errors="replace").splitlines()
+    start = next((n for n, line in enumerate(lines) if _starts_diff(line)), len(lines))
+    errors = check_mail_header(lines[:start], shown)
+    diff_errors, touched = check_diff(lines, start, shown, strip)
+    return errors + diff_errors, touched
+
+
+def _starts_diff(line: str) -> bool:
+    return line.startswith(("--- ", "+++ ", "Index: ", "diff -", "@@ "))
+
+
+def check_mail_header(header: list[str], shown: str) -> list[str]:
+    """From:, Date:, Subject: at the top, a tagged subject, a sign-off."""
+    errors = []
+    fields: dict[str, tuple[int, str]] = {}
+    for number, line in enumerate(header, 1):
+        if not line.strip():
+            break
+        match = MAIL_HEADER.match(line)
+        if match:
+            fields.setdefault(match["name"].lower(), (number, match["value"]))
+    hint = "(git am reads the mail headers at the top of the patch)"
+    if "from" not in fields:
+        errors.append(f"{shown}:1: no 'From: Name <email>' header {hint}")
+    elif not AUTHOR.match(fields["from"][1].strip()):
+        number, value = fields["from"]
+        errors.append(f"{shown}:{number}: From: {value!r} is not 'Name <email>'")
+    if "date" not in fields:
+        errors.append(f"{shown}:1: no 'Date:' header {hint}")
+    else:
+        number, value = fields["date"]
+        try:
+            email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            errors.append(f"{shown}:{number}: Date: {value!r} is not an RFC 2822 date")
+    if "subject" not in fields:
+        errors.append(f"{shown}:1: no 'Subject:' header {hint}")
+    elif not SUBJECT.match(fields["subject"][1]):
+        number, value = fields["subject"]
+        errors.append(
+            f"{shown}:{number}: the subject {value!r} does not start with an "
+            f"upstream tag such as [Bugfix], [Core], [KV Events], [Misc], [Perf]"
+        )
+    if not any(SIGNED_OFF.match(line.rstrip()) for line in header):
+        errors.append(
+            f"{shown}: no 'Signed-off-by: Name <email>' line before the diff "
+            f"(the DCO sign-off upstream requires)"
+        )
+    return errors
+
+
+def check_diff(
+    lines: list[str], start: int, shown: str, strip: int
+) -> tuple[list[str], list[str]]:
+    """Quilt's refreshed form, whole hunks, no trailing whitespace added."""
+    errors: list[str] = []
+    touched: list[str] = []
+    old_left = new_left = 0
+    old_header = False  # a '---' line waits for its '+++'
+    old_path = None  # its path, None for /dev/null
+    has_file = False
+    for number, line in enumerate(lines[start:], start + 1):
+        where = f"{shown}:{number}"
+        if old_left > 0 or new_left > 0:
+            kind = line[:1]
+            if kind in (" ", ""):
+                old_left, new_left = old_left - 1, new_left - 1
+                continue
+            if kind == "-":
+                old_left -= 1
+                continue
+            if kind == "+":
+                new_left -= 1
+                if line[1:] != line[1:].rstrip():
+                    errors.append(f"{where}: trailing whitespace on an added line")
+                continue
+            if kind == "\\":
+                continue
+            errors.append(f"{where}: the hunk above ends early")
+            old_left = new_left = 0
+        if line.startswith("\\"):
+            continue
+        if line.startswith("Index: "):
+            errors.append(f"{where}: an Index: line; {REFRESH}")
+        elif line.startswith("diff -"):
+            errors.append(f"{where}: a 'diff' line (git's form); {REFRESH}")
+        elif has_file and line.startswith("index "):
+            errors.append(f"{where}: an 'index' line (git's form); {REFRESH}")
+        elif line.startswith("--- "):
+            old_header = True
+            old_path = _diff_path(line, "--- ", "a/", where, errors)
+        elif line.startswith("+++ "):
+            new_path = _diff_path(line, "+++ ", "b/", where, errors)
+            if not old_header:
+                errors.append(f"{where}: '+++' without a '---' line before it")
+            elif path := _tree_path(new_path or old_path or "", strip):
+                touched.append(path)
+            has_file, old_header = True, False
+        elif match := HUNK.match(line):
+            if not has_file:
+                errors.append(f"{where}: a hunk without '---'/'+++' headers")
+            old_left = int(match[1]) if match[1] is not None else 1
+            new_left = int(match[2]) if match[2] is not None else 1
+    if old_left > 0 or new_left > 0:
+        errors.append(f"{shown}:{len(lines)}: the last hunk is cut short")
+    if not has_file:
+        errors.append(f"{shown}: no diff in the patch")
+    return errors, touched
+
+
+def _diff_path(line: str, marker: str, prefix: str, where: str, errors: list):
+    """The path of a ---/+++ line, None for /dev/null; bad forms are errors."""
+    name = line[len(marker) :]
+    if TIMESTAMP.search(name):
+        errors.append(f"{where}: a timestamp on the '{marker.strip()}' line; {REFRESH}")
+        name = re.split(r"\t|\s\d{4}-", name, maxsplit=1)[0]
+    if name == "/dev/null":
+        return None
+    if not name.startswith(prefix):
+        errors.append(
+            f"{where}: '{marker}{name}' does not start with '{marker}{prefix}'; "
+            f"{REFRESH}"
+        )
+    return name
+
+
+def _tree_path(name: str, strip: int) -> str | None:
+    parts = name.split("/")[strip:]
+    return "/".join(parts) if parts else None
+
+
+# --------------------------------------------------------------------------
+# The directories targets.toml names
+# --------------------------------------------------------------------------
+
+
+def patches_dirs(root: Path) -> list[PatchesDir]:
+    targets = load_targets(root / "harness" / "targets.toml")
+    found: dict[Path, PatchesDir] = {}
+    for target in targets.values():
+        entry = found.setdefault(target.patches_dir, PatchesDir(target.patches_dir))
+        entry.series_names.update(target.series.values())
+        entry.targets.append(target)
+    return list(found.values())
+
+
+def lint_directory(
+    root: Path, directory: PatchesDir, findings: Findings
+) -> dict[str, tuple[Series, dict[str, list[str]]]]:
+    """Check one patches directory; return its applicable series, each with
+    the files it touches (path -> patches touching it)."""
+    shown_dir = _shown(root, directory.path)
+    if not directory.path.is_dir():
+        findings.notes.append(f"{shown_dir}/ does not exist yet")
+        return {}
+    listed: set[str] = set()
+    checked: dict[str, list[str]] = {}
+    usable = {}
+    for name in sorted(directory.series_names):
+        series_file = directory.path / name
+        shown_series = _shown(root, series_file)
+        if not series_file.is_file():
+            findings.notes.append(f"{shown_series} does not exist yet")
+            continue
+        try:
+            entries = read_series(series_file)
+        except SeriesError as exc:
+            findings.errors.append(str(exc))
+            continue
+        complete = True
+        touched: dict[str, list[str]] = defaultdict(list)
+        for entry in entries:
+            listed.add(entry.patch)
+            patch = directory.path / entry.patch
+            if not patch.is_file():
+                number = _series_line(series_file, entry.patch)
+                findings.errors.append(
+                    f"{shown_series}:{number}: names {entry.patch}, which does not "
+                    f"exist"
+                )
+                complete = False
+                continue
+            if entry.patch not in checked:
+                errors, checked[entry.patch] = check_patch(
+                    patch, _shown(root, patch), entry.strip
+                )
+                findings.errors += errors
+                findings.patches += 1
+            for file in checked[entry.patch]:
+                touched[file].append(entry.patch)
+        if complete:
+            series = Series(directory.path, series_file, entries)
+            usable[name] = (series, dict(touched))
+    names = ", ".join(sorted(directory.series_names))
+    for orphan in sorted(directory.path.glob("*.patch")):
+        if orphan.name not in listed:
+            findings.errors.append(
+                f"{_shown(root, orphan)}: not listed in any series file of "
+                f"{shown_dir}/ ({names})"
+            )
+    return usable
+
+
+def _series_line(series_file: Path, patch: str) -> int:
+    for number, line in enumerate(series_file.read_text().splitlines(), 1):
+        if line.split("#", 1)[0].split()[:1] == [patch]:
+            return number
+    return 1
+
+
+def _shown(root: Path, path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+# --------------------------------------------------------------------------
+# ruff under vLLM's configuration
+# --------------------------------------------------------------------------
+
+
+def cached_tree(target: Target) -> Path | None:
+    """The target's pristine tree if it needs no download, else None."""
+    if isinstance(target.source, PathSource):
+        return target.source.path if target.source.path.is_dir() else None
+    tree = cache_dir() / "trees" / source_identity(target)
+    return tree if tree.is_dir() else None
+
+
+def ruff_command() -> list[str] | None:
+    if found := shutil.which("ruff"):
+        return [found]
+    probe = subprocess.run(
+        [sys.executable, "-m", "ruff", "--version"], capture_output=True
+    )
+    return [sys.executable, "-m", "ruff"] if probe.returncode == 0 else None
+
+
+def ruff_output(ruff: list[str], tree: Path, args: list[str], path: str, text: str):
+    """ruff on text as if it were tree/path: the tree's own configuration,
+    excludes and first-party packages apply, and nothing is written there."""
+    result = subprocess.run(
+        [*ruff, *args, "--no-cache", "--force-exclude", "--stdin-filename", path, "-"],
+        input=text,
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode not in (0, 1):
+        reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SeriesError(
+            f"ruff {args[0]} on {path} exited {result.returncode}: {reason}"
+        )
+    return result.stdout
+
+
+def ruff_findings(ruff: list[str], tree: Path, path: str, text: str) -> list:
+    """(place, message, tool) for what ruff check and ruff format find."""
+    findings = []
+    check = ["check", "--output-format=concise", "--quiet"]
+    for line in ruff_output(ruff, tree, check, path, text).splitlines():
+        if match := re.match(r"^.+?:(\d+:\d+): (.*)$", line):
+            findings.append((match[1], match[2], "ruff check"))
+    # One finding per run of changed lines in ruff format's diff, placed at
+    # the line of the input (the diff's old side) where the run starts.
+    row, in_run = None, False
+    for line in ruff_output(ruff, tree, ["format", "--diff"], path, text).splitlines():
+        if match := re.match(r"^@@ -(\d+)", line):
+            row, in_run = int(match[1]), False
+        elif row is None:
+            continue
+        elif line[:1] in ("-", "+"):
+            if not in_run:
+                verb = "change" if line[0] == "-" else "insert"
+                message = f"would {verb} {line[1:].strip()!r}"
+                findings.append((str(row), message, "ruff format"))
+            in_run = True
+            row += line[0] == "-"
+        else:
+            row, in_run = row + 1, False
+    return findings
+
+
+def ruff_series(
+    ruff: list[str],
+    tree: Path,
+    series: Series,
+    touched: dict[str, list[str]],
+    shown: str,
+) -> list[str]:
+    """What ruff finds in the files the series touches and not before it."""
+    python = sorted(file for file in touched if file.endswith((".py", ".pyi")))
+    if not python:
+        return []
+    with tempfile.TemporaryDirectory(prefix="serieslint-") as work:
+        scratch = Path(work)
+        for file in touched:
+            if (tree / file).is_file():
+                (scratch / file).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(tree / file, scratch / file)
+        applier = GitApplier(series)
+        for entry in series.entries:
+            failure = applier.push(scratch, entry)
+            if failure is not None:
+                reason = (failure.strip().splitlines() or ["no output"])[0]
+                return [
+                    f"{shown}: {entry.patch} does not apply to the cached pristine "
+                    f"tree {tree} (no fuzz): {reason}"
+                ]
+        patched = {
+            file: (scratch / file).read_text()
+            for file in python
+            if (scratch / file).is_file()
+        }
+    errors = []
+    for file, text in patched.items():
+        pristine = (tree / file).read_text() if (tree / file).is_file() else ""
+        before = ruff_findings(ruff, tree, file, pristine)
+        after = ruff_findings(ruff, tree, file, text)
+        for place, message, tool in introduced(before, after):
+            errors.append(
+                f"{shown}: {file}:{place}: {message} ({tool} under vLLM's "
+                f"configuration, after {', '.join(touched[file])})"
+            )
+    return errors
+
+
+def introduced(before: list, after: list) -> list:
+    """The findings of after whose (message, tool) occurs more often than in
+    before; line numbers move when a patch applies, so they are not compared."""
+    counts_before = Counter((message, tool) for _, message, tool in before)
+    counts_after = Counter((message, tool) for _, message, tool in after)
+    return [
+        (place, message, tool)
+        for place, message, tool in after
+        if counts_after[message, tool] > counts_before[message, tool]
+    ]
+
+
+# --------------------------------------------------------------------------
+# Everything
+# --------------------------------------------------------------------------
+
+
+def lint(root: Path) -> Findings:
+    findings = Findings()
+    ruff = ruff_command()
+    skipped: set[str] = set()
+    for directory in patches_dirs(root):
+        usable = lint_directory(root, directory, findings)
+        for name, (series, touched) in sorted(usable.items()):
+            users = [t for t in directory.targets if name in t.series.values()]
+            trees = {tree for t in users if (tree := cached_tree(t)) is not None}
+            if not trees:
+                skipped.update(t.name for t in users)
+                continue
+            if ruff is None:
+                continue
+            shown = _shown(root, series.series_file)
+            for tree in sorted(trees):
+                findings.ruff_runs += 1
+                try:
+                    findings.errors += ruff_series(ruff, tree, series, touched, shown)
+                except SeriesError as exc:
+                    findings.errors.append(f"{shown}: {exc}")
+    if ruff is None:
+        findings.notes.append("ruff skipped: ruff is not installed")
+    if skipped:
+        findings.notes.append(
+            f"ruff skipped for target(s) {', '.join(sorted(skipped))}: no cached "
+            f"pristine tree (`python -m harness fetch --target T` caches one)"
+        )
+    return findings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.serieslint",
+        description="Check the quilt series that harness/targets.toml names.",
+    )
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=REPO_ROOT,
+        help="the repository to check (default: this one)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        findings = lint(args.root.resolve())
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for note in findings.notes:
+        print(f"serieslint: {note}")
+    for error in findings.errors:
+        print(error)
+    if findings.errors:
+        print(f"serieslint: {len(findings.errors)} error(s)")
+        return 1
+    print(
+        f"serieslint: OK, {findings.patches} patch file(s) checked, "
+        f"{findings.ruff_runs} series run through ruff"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
