@@ -183,6 +183,7 @@ def choose_applier(series: Series) -> QuiltApplier | GitApplier:
 def apply_series(tree: Path, series: Series) -> None:
     """Apply every patch, or undo the ones applied and raise naming the failure."""
     applier = choose_applier(series)
+    progress(f"applying {series.series_file} with {applier.name}")
     pushed: list[SeriesEntry] = []
     for number, entry in enumerate(series.entries, 1):
         progress(f"applying [{number}/{len(series.entries)}] {entry.patch}")
