@@ -14,11 +14,14 @@ patches/vX.Y/):
   `Index:`, `diff --git` or `index` lines, hunks whole, and no trailing
   whitespace on added lines;
 - when the target's pristine tree is already in the harness cache (the lint
-  never downloads), the series is applied to a scratch copy of the files it
-  touches and `ruff check` and `ruff format --check` run on them under vLLM's
-  own configuration (the tree's pyproject.toml). Only what the series
-  introduces is reported: findings already present in the pristine files are
-  left out, since vLLM pins an older ruff than the one this project runs.
+  never downloads), the series is applied with `git apply` (no fuzz) to a
+  scratch copy of the files it touches, and a patch that does not apply is an
+  error. `ruff check` and `ruff format` then read each patched Python file on
+  stdin as if it were that file of the cached tree, so vLLM's own
+  configuration (the tree's pyproject.toml), excludes and first-party packages
+  apply, and nothing is written to the cache. Only what the series introduces
+  is reported: findings already present in the pristine files are left out,
+  since vLLM pins an older ruff than the one this project runs.
 
 Every error names the file, and the line where there is one. Exit status 1 on
 any error. A series file that targets.toml names but that does not exist yet is
@@ -362,20 +365,12 @@ def ruff_findings(ruff: list[str], tree: Path, path: str, text: str) -> list:
     return findings
 
 
-def ruff_series(
-    ruff: list[str],
-    tree: Path,
-    series: Series,
-    touched: dict[str, list[str]],
-    shown: str,
-) -> list[str]:
-    """What ruff finds in the files the series touches and not before it."""
-    python = sorted(file for file in touched if file.endswith((".py", ".pyi")))
-    if not python:
-        return []
+def patched_files(tree: Path, series: Series, files: list[str]) -> dict[str, str]:
+    """The series applied (git apply, no fuzz) to a scratch copy of the files
+    it touches: file -> patched text, for those of files that remain."""
     with tempfile.TemporaryDirectory(prefix="serieslint-") as work:
         scratch = Path(work)
-        for file in touched:
+        for file in files:
             if (tree / file).is_file():
                 (scratch / file).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(tree / file, scratch / file)
@@ -384,17 +379,25 @@ def ruff_series(
             failure = applier.push(scratch, entry)
             if failure is not None:
                 reason = (failure.strip().splitlines() or ["no output"])[0]
-                return [
-                    f"{shown}: {entry.patch} does not apply to the cached pristine "
-                    f"tree {tree} (no fuzz): {reason}"
-                ]
-        patched = {
+                raise SeriesError(
+                    f"{entry.patch} does not apply to the cached pristine tree "
+                    f"{tree} (no fuzz): {reason}"
+                )
+        return {
             file: (scratch / file).read_text()
-            for file in python
+            for file in files
             if (scratch / file).is_file()
         }
+
+
+def ruff_series(
+    ruff: list[str], tree: Path, patched: dict[str, str], touched: dict, shown: str
+) -> list[str]:
+    """What ruff finds in the patched Python files and not before the series."""
     errors = []
-    for file, text in patched.items():
+    for file, text in sorted(patched.items()):
+        if not file.endswith((".py", ".pyi")):
+            continue
         pristine = (tree / file).read_text() if (tree / file).is_file() else ""
         before = ruff_findings(ruff, tree, file, pristine)
         after = ruff_findings(ruff, tree, file, text)
@@ -435,13 +438,15 @@ def lint(root: Path) -> Findings:
             if not trees:
                 skipped.update(t.name for t in users)
                 continue
-            if ruff is None:
-                continue
             shown = _shown(root, series.series_file)
             for tree in sorted(trees):
-                findings.ruff_runs += 1
                 try:
-                    findings.errors += ruff_series(ruff, tree, series, touched, shown)
+                    patched = patched_files(tree, series, sorted(touched))
+                    if ruff is not None:
+                        findings.ruff_runs += 1
+                        findings.errors += ruff_series(
+                            ruff, tree, patched, touched, shown
+                        )
                 except SeriesError as exc:
                     findings.errors.append(f"{shown}: {exc}")
     if ruff is None:
