@@ -343,10 +343,9 @@ def cover_blurb(
     if evidence is None:
         lines.append(
             wrap(
-                f"No test verdict exists for target {target.name}, tier {tier}: "
-                f"`python -m harness test --target {target.name} --tier {tier}` "
-                "has not been run for this series, so this letter reports no "
-                "test results."
+                f"No test verdict was found for target {target.name}, tier "
+                f"{tier} (`python -m harness test --target {target.name} --tier "
+                f"{tier}` writes one), so this letter reports no test results."
             )
         )
     else:

@@ -213,7 +213,7 @@ def test_missing_verdict_is_said_plainly_and_warned(
     err = capsys.readouterr().err
     assert "warning: no verdict for target t tier default" in err
     letter = (tmp_path / "mails" / "0000-cover-letter.patch").read_text()
-    assert "No test verdict exists for target t, tier default" in letter
+    assert "No test verdict was found for target t, tier default" in letter
     assert "Evidence:" not in letter
     assert "Verdict:" not in letter
 
