@@ -37,6 +37,7 @@ import os
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -813,30 +814,53 @@ def run_seed_example(out: Path, stream: Path | None = None) -> None:
 
 
 def soak(config: str, seed: int, ops: int, sample_every: int) -> dict[str, Any]:
-    """Run many operations, sampling the series' bookkeeping; no records."""
+    """Run many operations, sampling the series' bookkeeping and replaying
+    the stream through the checker; writes no records."""
+    from vllm.distributed.kv_events import KVEventBatch
+
+    from harness.stream import StreamChecker, decode_batches
+
     driver, labeller = build(config, seed)
     take = getattr(driver, "manager", driver.pool).take_events
+    encoder = msgspec.msgpack.Encoder()
+    checker = StreamChecker()
+
+    def replay_events() -> None:
+        events = [event for _, event in labeller.take(take())]
+        payload = encoder.encode(KVEventBatch(ts=0.0, events=events))
+        for _, batch in decode_batches(payload):
+            checker.apply(batch.events)
+
     samples = []
     started = time.monotonic()
     for index in range(ops):
         driver.step()
-        labeller.take(take())
+        replay_events()
         if index % sample_every == 0:
             samples.append(bookkeeping_sizes(driver.pool))
-    driver.evict_everything()
-    labeller.take(take())
+    drained = driver.evict_everything()
+    replay_events()
+    if drained:
+        checker.check_drained()
     final = bookkeeping_sizes(driver.pool)
-    peaks = None
-    if final is not None:
-        peaks = {name: max(sample[name] for sample in samples) for name in final}
+    halves = samples[: len(samples) // 2], samples[len(samples) // 2 :]
     return {
         "config": config,
         "ops": ops,
         "seconds": round(time.monotonic() - started, 1),
         "blocks": driver.pool.num_gpu_blocks,
-        "peak": peaks,
-        "last_sample": samples[-1],
-        "after_evicting_everything": final,
+        "events": checker.events,
+        "violations": dict(Counter(v.rule for v in checker.violations)),
+        "bookkeeping": None
+        if final is None
+        else {
+            name: {
+                "peak_first_half": max(sample[name] for sample in halves[0]),
+                "peak_second_half": max(sample[name] for sample in halves[1]),
+                "after_evicting_everything": final[name],
+            }
+            for name in final
+        },
     }
 
 

@@ -154,11 +154,12 @@ def wire_differences(pristine: Run, patched: Run, fixed: set[str]) -> list[str]:
     hbs = patched.start.hash_block_size
     ancestry: set = set()
     for before, after in zip(pristine.ops, patched.ops, strict=True):
-        added = unmatched(before.events, after.events)
-        if added is None:
+        matches = align(before.events, after.events)
+        if matches is None:
             findings.append(f"op {before.index}: pristine events missing or reordered")
             continue
-        for event_record in added:
+        for index in sorted(set(range(len(after.events))) - set(matches)):
+            event_record = after.events[index]
             event = decode_event(event_record.data)
             where = f"op {before.index} ({event_record.label})"
             if isinstance(event, BlockStored):
@@ -178,17 +179,49 @@ def wire_differences(pristine: Run, patched: Run, fixed: set[str]) -> list[str]:
     return findings
 
 
-def unmatched(pristine_events, patched_events) -> list | None:
-    """The patched events left after matching the pristine ones in order
-    (None if some pristine event has no match)."""
-    added = []
-    remaining = iter(patched_events)
+def align(pristine_events, patched_events) -> list[int] | None:
+    """For each pristine event, the index of the patched event that repeats
+    it byte for byte, matching in order (None if one has no match)."""
+    matches = []
+    start = 0
     for wanted in pristine_events:
-        for candidate in remaining:
-            if candidate.data == wanted.data:
+        for index in range(start, len(patched_events)):
+            if patched_events[index].data == wanted.data:
+                matches.append(index)
+                start = index + 1
                 break
-            added.append(candidate)
         else:
             return None
-    added.extend(remaining)
-    return added
+    return matches
+
+
+def live_restores(run: Run) -> set[tuple[int, int]]:
+    """(op, event) of every store of a hash that was already live (K5)."""
+    checker = StreamChecker()
+    found = set()
+    for op in run.ops:
+        for index, record in enumerate(op.events):
+            before = checker.duplicate_stores
+            checker.apply([decode_event(record.data)])
+            if checker.duplicate_stores > before:
+                found.add((op.index, index))
+    return found
+
+
+def k5_witnesses(pristine: Run, patched: Run) -> list[str]:
+    """Stores of a live hash in the patched stream that the pristine stream
+    does not have: added ancestry stores, or pristine stores that now meet a
+    hash the ancestry made live."""
+    before, after = live_restores(pristine), live_restores(patched)
+    witnesses = []
+    for old, new in zip(pristine.ops, patched.ops, strict=True):
+        matches = align(old.events, new.events) or []
+        expected = {matches[i] for i in range(len(matches)) if (old.index, i) in before}
+        for index, record in enumerate(new.events):
+            if (new.index, index) in after and index not in expected:
+                origin = "pristine store" if index in matches else "added store"
+                witnesses.append(
+                    f"op {new.index} event {index}: {origin} ({record.label}) "
+                    "of a hash already live"
+                )
+    return witnesses

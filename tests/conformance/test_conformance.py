@@ -8,14 +8,15 @@ plus ancestry events only (C7).
 """
 
 import hypothesis.strategies as st
+import msgspec
 import pytest
-from analysis import CLASSES, vllm_hash_model, wire_differences
-from hypothesis import given, settings
+from analysis import CLASSES, k5_witnesses, vllm_hash_model, wire_differences
+from hypothesis import example, given, settings
 
 from harness.stream import BlockRemoved, BlockStored, decode_event
 from harness.workloads import BOOKKEEPING_ATTRIBUTES, CONFIGS
 
-LONG_OPS = 400
+LONG_OPS = 600
 RULES_THAT_MUST_HOLD = ("C2", "C3", "C4", "C5", "C6")
 
 
@@ -39,9 +40,11 @@ def assert_conforms(conformance, tier_fixes, config: str, seed: int, ops: int):
         assert found == [], f"patched breaks {rule}; {replay}"
     for cls in CLASSES:
         expected = 0 if cls in tier_fixes else pristine.classes[cls]
+        # The message (and its witnesses) is only built when the check fails.
         assert patched.classes[cls] == expected, (
-            f"{cls}: pristine {pristine.classes[cls]}, "
-            f"patched {patched.classes[cls]}; {replay}"
+            f"{cls}: pristine {pristine.classes[cls]}, patched "
+            f"{patched.classes[cls]}; {replay}; "
+            f"{k5_witnesses(pristine, patched)[:5] if cls == 'K5' else ''}"
         )
     differences = wire_differences(pristine, patched, tier_fixes)
     assert differences == [], f"C7; {replay}"
@@ -61,6 +64,16 @@ def chain_hashes(start, tokens: list[int]) -> dict[int, object]:
 
 def stores(run, op: int) -> list[BlockStored]:
     return [decode_event(event.data) for event in run.ops[op].events]
+
+
+@pytest.mark.parametrize("tree", ["pristine", "patched"])
+def test_checker_structs_reencode_vllm_events_byte_for_byte(conformance, tree):
+    """The checker's wire structs decode what vLLM's encoder wrote and encode
+    it back to the same bytes, so the checker sees every field vLLM sends."""
+    run = conformance.pair("pool-16x64", seed=1, ops=LONG_OPS)[tree]
+    encoded = [event.data for op in run.ops for event in op.events]
+    assert encoded
+    assert [msgspec.msgpack.encode(decode_event(data)) for data in encoded] == encoded
 
 
 def test_seed_example_pristine_leaves_the_entry_parent_unreported(conformance):
@@ -123,15 +136,16 @@ def test_ancestry_bookkeeping_is_bounded_and_emptied(conformance, config):
     assert set(runs["pristine"].bookkeeping) == {None}
 
 
-@settings(
-    max_examples=12,
-    deadline=None,
-    print_blob=True,
-)
+# Derandomized: the same examples every run, so a verdict can be compared
+# between runs and trees; widen max_examples to explore more.
+@settings(max_examples=30, deadline=None, derandomize=True, database=None)
 @given(
     config=st.sampled_from(list(CONFIGS)),
     seed=st.integers(min_value=0, max_value=2**32 - 1),
     ops=st.integers(min_value=20, max_value=160),
 )
+# An ancestry store of a boundary the pool already holds as an entry: the
+# patched stream stores a live hash again (K5 grows).
+@example(config="pool-2x6", seed=44, ops=41)
 def test_random_workloads_conform(conformance, tier_fixes, config, seed, ops):
     assert_conforms(conformance, tier_fixes, config, seed, ops)
