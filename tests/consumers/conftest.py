@@ -1,0 +1,23 @@
+"""The pristine and patched trees' workloads, fed to Dynamo once per session.
+
+The trees come from the harness cache (`harness.sources.pristine_tree`,
+`harness.series.cached_patched_tree`) for the target named by HARNESS_TARGET
+(default: main), so a warm cache needs no network.
+"""
+
+import os
+
+import pytest
+
+from harness.consumers import DEFAULT_OPS, DEFAULT_SEEDS, compare
+
+TIERS = ("default", "strict")
+
+
+@pytest.fixture(scope="session")
+def comparisons():
+    target = os.environ.get("HARNESS_TARGET", "main")
+    return {
+        comparison.tier: comparison
+        for comparison in compare(target, TIERS, DEFAULT_SEEDS, DEFAULT_OPS)
+    }

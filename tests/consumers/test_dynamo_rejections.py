@@ -1,0 +1,63 @@
+"""What Dynamo's radix tree rejects from the seeded workloads, pristine
+against patched (docs/consumers.md)."""
+
+import pytest
+
+from harness.consumers import REMOVAL, STORE, UNREPORTED
+
+# First registrations of a partial entry past the first cache block (class K1),
+# which the default tier reports the ancestry of.
+FIRST_REGISTRATIONS = ("partial:first@", "partial:replace@")
+# Every partial-entry operation (K1, K2 and K3), which the strict tier covers.
+PARTIAL_ENTRIES = "partial:"
+TIERS = ("default", "strict")
+
+
+def test_default_tier_first_registrations_name_no_unreported_parent(comparisons):
+    comparison = comparisons["default"]
+    # The workloads reach the defect: without it this test proves nothing.
+    assert comparison.pristine.rejected_by(STORE, FIRST_REGISTRATIONS, UNREPORTED)
+    assert comparison.patched.rejected_by(STORE, FIRST_REGISTRATIONS, UNREPORTED) == 0
+
+
+def test_strict_tier_partial_entries_name_no_unreported_parent(comparisons):
+    comparison = comparisons["strict"]
+    assert comparison.pristine.rejected_by(STORE, PARTIAL_ENTRIES, UNREPORTED)
+    assert comparison.patched.rejected_by(STORE, PARTIAL_ENTRIES, UNREPORTED) == 0
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_no_cause_has_more_rejections_the_stream_causes(comparisons, tier):
+    comparison = comparisons[tier]
+    worse = [
+        (kind, cause, before, after)
+        for kind, cause in comparison.causes()
+        if (after := comparison.patched.rejected[kind, cause, UNREPORTED])
+        > (before := comparison.pristine.rejected[kind, cause, UNREPORTED])
+    ]
+    assert worse == []
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_no_cause_has_more_rejected_stores(comparisons, tier):
+    comparison = comparisons[tier]
+    worse = [
+        (cause, before, after)
+        for kind, cause in comparison.causes()
+        if kind == STORE
+        and (after := comparison.patched.rejected_of(STORE, cause))
+        > (before := comparison.pristine.rejected_of(STORE, cause))
+    ]
+    assert worse == []
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("kind", (STORE, REMOVAL))
+def test_no_kind_has_more_rejected_events(comparisons, tier, kind):
+    comparison = comparisons[tier]
+    assert comparison.patched.rejected_by(kind) <= comparison.pristine.rejected_by(kind)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_the_tree_is_empty_once_everything_is_evicted(comparisons, tier):
+    assert comparisons[tier].patched.left_after_drain == 0
