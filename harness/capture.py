@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
-import zmq
 
 from harness.stream import KVEventBatch
 
@@ -59,6 +58,8 @@ def subscribe(
     connected) are reported on stderr: a stream with a gap cannot be replayed
     faithfully.
     """
+    import zmq  # only the subscribing verbs need pyzmq
+
     context = zmq.Context.instance()
     socket = context.socket(zmq.SUB)
     socket.setsockopt(zmq.LINGER, 0)
@@ -102,6 +103,8 @@ def subscribe(
 
 
 def run(args: argparse.Namespace) -> int:
+    import zmq
+
     out = Path(args.out)
     batches = events = size = 0
     last_report = time.monotonic()
