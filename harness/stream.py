@@ -256,7 +256,7 @@ class StreamChecker:
                         f"{len(hashes)} hashes x block_size {event.block_size} "
                         f"!= {len(event.token_ids)} tokens",
                     )
-                if check_chains:
+                elif check_chains:  # tokens cannot be placed when C3 fails
                     self._check_chain(batch, events, event)
                 for block_hash in hashes:
                     count = live.get(block_hash)

@@ -259,3 +259,13 @@ def test_fields_added_by_later_releases_are_ignored():
     [(_, batch)] = list(decode_batches(data))
     assert batch.events == [stored([1], None)]
     assert batch.data_parallel_rank == 0
+
+
+def test_c4_is_not_checked_on_a_store_whose_tokens_c3_cannot_place():
+    tokens = [5, 6, 7, 8]
+    h = toy_prefix_hashes(tokens)
+    checker = StreamChecker(hash_model=TOY_MODEL)
+    # Two hashes announced over three blocks' worth of tokens, as a group
+    # with a masked block reports them.
+    checker.apply([stored([h[0], h[1]], None, tokens=tokens + [9, 10])])
+    assert rules(checker) == ["C3"]
