@@ -680,9 +680,11 @@ CONFIGS: dict[str, Callable[[random.Random], PoolDriver | ManagerDriver]] = {
     "manager-mamba": manager_config(
         16, [("full_attention", 64), ("mamba", 64)], 64, 96
     ),
-    # Full attention plus sliding window: skipped blocks are never cached.
+    # Full attention plus sliding window (a 128-token window in 64-token
+    # blocks under a 256-token scheduler block): blocks no hit can use are
+    # masked out of the cache and never announced.
     "manager-swa": manager_config(
-        16, [("full_attention", 64), ("sliding_window", 64)], 64, 96
+        16, [("full_attention", 256), ("sliding_window", 64)], 96, 320
     ),
 }
 

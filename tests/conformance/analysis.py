@@ -8,8 +8,9 @@ by the pool operation that emitted it:
   entry past the first cache block;
 - K2: the same inside the first cache block;
 - K3: C1 on the entry of a promotion to a later boundary;
-- K4: C1 on a full-block store in a group whose full blocks can be null or
-  masked (sliding window, Mamba);
+- K4: C1 or C3 on a full-block store in a group whose full blocks can be
+  null or masked (sliding window, Mamba): skipped blocks are announced
+  neither as hashes nor as a parent, but their tokens stay in the event;
 - K5: stores of a hash that was already live (not a violation: the checker
   counts copies; reported so a change shows).
 
@@ -125,11 +126,14 @@ def classify(run: Run, violation: Violation) -> str:
         return violation.rule
     label = run.label(violation)
     kind, _, group_kind = label.partition("@")
-    if violation.rule == "C1":
-        if kind in C1_CLASSES:
-            return C1_CLASSES[kind]
-        if kind == "full" and group_kind in SPARSE_GROUP_KINDS:
-            return "K4"
+    if violation.rule == "C1" and kind in C1_CLASSES:
+        return C1_CLASSES[kind]
+    if (
+        violation.rule in ("C1", "C3")
+        and kind == "full"
+        and group_kind in SPARSE_GROUP_KINDS
+    ):
+        return "K4"
     return f"{violation.rule}:{label}"
 
 

@@ -17,7 +17,9 @@ from harness.stream import BlockRemoved, BlockStored, decode_event
 from harness.workloads import BOOKKEEPING_ATTRIBUTES, CONFIGS
 
 LONG_OPS = 600
-RULES_THAT_MUST_HOLD = ("C2", "C3", "C4", "C5", "C6")
+# C1 and C3 findings belong to classes (checked per class below); these
+# rules hold outright.
+RULES_THAT_MUST_HOLD = ("C2", "C4", "C5", "C6")
 
 
 def replay_command(config: str, seed: int, ops: int) -> str:
