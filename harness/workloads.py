@@ -266,6 +266,30 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+class Prompts:
+    """Seeded prompts that start from a few shared documents, so requests
+    share prefixes of any length."""
+
+    def __init__(self, rng: random.Random, max_length: int, hash_block_size: int):
+        self.rng = rng
+        self.max_length = max_length
+        self.hash_block_size = hash_block_size
+        self.documents = [
+            [rng.randrange(VOCAB) for _ in range(max_length)] for _ in range(3)
+        ]
+        self.issued = 0
+
+    def next_request(self) -> Any:
+        length = self.rng.randint(1, self.max_length)
+        shared = self.rng.randint(0, length)
+        document = self.rng.choice(self.documents)
+        tokens = document[:shared] + [
+            self.rng.randrange(VOCAB) for _ in range(length - shared)
+        ]
+        self.issued += 1
+        return make_request(str(self.issued), tokens, self.hash_block_size)
+
+
 @dataclass
 class Running:
     request: Any
@@ -282,7 +306,6 @@ class PoolDriver:
     block_size: int
     num_blocks: int
     running: list[Running] = field(default_factory=list)
-    next_id: int = 0
 
     def __post_init__(self):
         from vllm.v1.core.block_pool import BlockPool
@@ -295,11 +318,7 @@ class PoolDriver:
         )
         self.group_kinds = ["full_attention"]
         self.block_sizes = [self.block_size]
-        # Documents that prompts start from, so requests share prefixes.
-        self.documents = [
-            [self.rng.randrange(VOCAB) for _ in range(3 * self.block_size)]
-            for _ in range(3)
-        ]
+        self.prompts = Prompts(self.rng, 3 * self.block_size, self.hash_block_size)
 
     # Operation -> weight.
     OPS = {
@@ -322,13 +341,8 @@ class PoolDriver:
 
     def op_new(self) -> None:
         bs, hbs = self.block_size, self.hash_block_size
-        length = self.rng.randint(1, 3 * bs)
-        shared = self.rng.randint(0, length)
-        document = self.rng.choice(self.documents)
-        tokens = document[:shared] + [
-            self.rng.randrange(VOCAB) for _ in range(length - shared)
-        ]
-        request = self._request(tokens)
+        request = self.prompts.next_request()
+        length = request.num_tokens
         hits = [] if self.rng.random() < 0.2 else self._cache_hits(request)
         num_blocks = cdiv(length, bs)
         needed = num_blocks - len(hits)
@@ -447,10 +461,6 @@ class PoolDriver:
 
     # -- helpers ------------------------------------------------------------
 
-    def _request(self, tokens: list[int]) -> Any:
-        self.next_id += 1
-        return make_request(str(self.next_id), tokens, self.hash_block_size)
-
     def _cache_hits(self, request: Any) -> list:
         from vllm.v1.core.kv_cache_utils import resolve_block_hashes
 
@@ -469,10 +479,6 @@ class PoolDriver:
         while self.running:
             self.pool.free_blocks(self.running.pop().blocks[::-1])
 
-    def evict_everything(self) -> bool:
-        self.free_all()
-        return evict_free_blocks(self.pool)
-
 
 @dataclass
 class ManagerDriver:
@@ -484,7 +490,6 @@ class ManagerDriver:
     num_blocks: int
     token_budget: int
     running: list = field(default_factory=list)
-    next_id: int = 0
 
     def __post_init__(self):
         from math import lcm
@@ -513,10 +518,9 @@ class ManagerDriver:
         self.group_kinds = [kind for kind, _ in self.groups]
         self.block_sizes = [size for _, size in self.groups]
         self.mamba_split = self._mamba_split() if "mamba" in self.group_kinds else None
-        self.documents = [
-            [self.rng.randrange(VOCAB) for _ in range(3 * self.scheduler_block_size)]
-            for _ in range(3)
-        ]
+        self.prompts = Prompts(
+            self.rng, 3 * self.scheduler_block_size, self.hash_block_size
+        )
 
     @staticmethod
     def _spec(kind: str, block_size: int) -> Any:
@@ -592,14 +596,8 @@ class ManagerDriver:
         return name
 
     def _admit(self) -> None:
-        length = self.rng.randint(1, 3 * self.scheduler_block_size)
-        shared = self.rng.randint(0, length)
-        document = self.rng.choice(self.documents)
-        tokens = document[:shared] + [
-            self.rng.randrange(VOCAB) for _ in range(length - shared)
-        ]
-        self.next_id += 1
-        request = make_request(str(self.next_id), tokens, self.hash_block_size)
+        request = self.prompts.next_request()
+        length = request.num_tokens
         computed, num_computed, _ = self.manager.get_computed_blocks(request)
         num_new = self._chunk(request, length - num_computed, num_computed)
         if num_new == 0:
@@ -643,10 +641,6 @@ class ManagerDriver:
         while self.running:
             self.manager.free(self.running.pop())
 
-    def evict_everything(self) -> bool:
-        self.free_all()
-        return evict_free_blocks(self.pool)
-
 
 def evict_free_blocks(pool: Any) -> bool:
     """Allocate (evicting) and free every free block; True if that was every
@@ -654,6 +648,12 @@ def evict_free_blocks(pool: Any) -> bool:
     num_free = pool.get_num_free_blocks()
     pool.free_blocks(pool.get_new_blocks(num_free))
     return num_free == pool.num_gpu_blocks - 1
+
+
+def evict_everything(driver: PoolDriver | ManagerDriver) -> bool:
+    """Finish every request, then evict every cached block."""
+    driver.free_all()
+    return evict_free_blocks(driver.pool)
 
 
 def pool_config(hash_block_size: int, block_size: int, num_blocks: int):
@@ -787,7 +787,7 @@ def run_workload(
         recorder.write(run_start(config, seed, ops, driver))
         for index in range(ops):
             recorder.op(index, driver.step())
-        drained = driver.evict_everything()
+        drained = evict_everything(driver)
         recorder.op(ops, "evict-everything")
         recorder.write(RunEnd(drained))
 
@@ -840,7 +840,7 @@ def soak(config: str, seed: int, ops: int, sample_every: int) -> dict[str, Any]:
         replay_events()
         if index % sample_every == 0:
             samples.append(bookkeeping_sizes(driver.pool))
-    drained = driver.evict_everything()
+    drained = evict_everything(driver)
     replay_events()
     if drained:
         checker.check_drained()
