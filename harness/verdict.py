@@ -152,16 +152,22 @@ class Verdict:
         report = self.conformance.report
         if report is None:
             return ["", f"conformance report: none written ({self.conformance.status})"]
-        lines = ["", "conformance classes (pristine -> patched):"]
-        for name, counts in report.get("classes", {}).items():
-            lines.append(
-                f"  {name}: {counts.get('pristine')} -> {counts.get('patched')}"
-            )
-        if report.get("rules"):
-            lines.append("conformance rules:")
-            lines += [f"  {rule}: {value}" for rule, value in report["rules"].items()]
+        lines = []
+        for section in ("classes", "rules"):
+            if report.get(section):
+                lines += ["", f"conformance {section} (pristine -> patched):"]
+                lines += [
+                    f"  {name}: {_side_by_side(value)}"
+                    for name, value in report[section].items()
+                ]
         return lines
 
 
 def _outcome(outcome: str | tuple[str, str]) -> str:
     return outcome if isinstance(outcome, str) else " -> ".join(outcome)
+
+
+def _side_by_side(counts: object) -> str:
+    if isinstance(counts, dict) and {"pristine", "patched"} <= counts.keys():
+        return f"{counts['pristine']} -> {counts['patched']}"
+    return str(counts)
