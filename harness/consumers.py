@@ -24,7 +24,9 @@ drop the other group's copy. A store whose parent the tree does not hold
 raises "Failed to find parent block" and is dropped whole; a removal of a
 hash it does not hold raises "Failed to find block". The tree does not count
 copies (a second store of a live hash is accepted, one removal drops it) and
-removing a node drops its subtree.
+removing a node drops its subtree. A store whose tokens do not span its
+hashes (rule C3) gives no block its tokens, so the adapter does not send it
+and counts it as rejected.
 
 The report runs the seeded workloads of harness.workloads in a pristine and
 in patched trees, applies every event to a fresh tree and counts rejected
@@ -65,8 +67,10 @@ from harness.workloads import CONFIGS, OpRecord, Record, RunEnd, read_records
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MASK_64 = (1 << 64) - 1
 STORE, REMOVAL = "store", "removal"
-UNREPORTED, DROPPED = "unreported", "dropped"
-WHY = (UNREPORTED, DROPPED)
+# Why an event was rejected: the stream breaks the contract at it, or the
+# stream is sound there and the tree had lost what the event needs.
+STREAM, TREE = "stream", "tree"
+WHY = (STREAM, TREE)
 # The configs the report runs: every seeded driver, plus the seed report's
 # 1800-token example (one run, the seed is ignored).
 SEED_EXAMPLE = "seed-1800"
@@ -93,6 +97,14 @@ def tokens_hash(token_ids: list[int]) -> int:
     return value
 
 
+class Unplaceable(ValueError):
+    """A store whose tokens do not span its hashes (rule C3)."""
+
+
+def spans_its_blocks(event: BlockStored) -> bool:
+    return len(event.block_hashes) * event.block_size == len(event.token_ids)
+
+
 def dynamo_data(event: BlockStored | BlockRemoved) -> dict[str, Any]:
     """The ``data`` member of Dynamo's event for a store or a removal."""
     if isinstance(event, BlockRemoved):
@@ -100,10 +112,10 @@ def dynamo_data(event: BlockStored | BlockRemoved) -> dict[str, Any]:
             "removed": {"block_hashes": [dynamo_hash(h) for h in event.block_hashes]}
         }
     size = event.block_size
-    if len(event.block_hashes) * size != len(event.token_ids):
-        raise ValueError(
+    if not spans_its_blocks(event):
+        raise Unplaceable(
             f"store of {len(event.block_hashes)} hashes x block_size {size} carries "
-            f"{len(event.token_ids)} tokens (rule C3); no block tokens to hash"
+            f"{len(event.token_ids)} tokens (rule C3): no tokens to hash per block"
         )
     parent = event.parent_block_hash
     return {
@@ -141,7 +153,11 @@ class DynamoAdapter:
             ]
         view = (event.medium, event.group_idx)
         worker = self.workers.setdefault(view, len(self.workers))
-        message = self._send(worker, dynamo_data(event))
+        try:
+            data = dynamo_data(event)
+        except Unplaceable as exc:  # a relay cannot build the event: not sent
+            return [f"not sent: {exc}"]
+        message = self._send(worker, data)
         return [] if message is None else [message]
 
     def _send(self, worker: int, data: dict[str, Any] | str) -> str | None:
@@ -158,10 +174,11 @@ class DynamoAdapter:
 class ConsumerCount:
     """Events applied per (kind, cause) and rejected per (kind, cause, why).
 
-    ``why`` is UNREPORTED when the stream itself lacks what the event needs
-    (its multiset view, docs/stream-contract.md, does not hold the store's
-    parent or the removed hash: a C1 or C2 breach) and DROPPED when the
-    stream holds it but the tree had lost it (it counts one copy, drops a
+    ``why`` is STREAM when the stream breaks the contract at the event: its
+    multiset view (docs/stream-contract.md) lacks the store's parent or the
+    removed hash (C1, C2), or the store's tokens do not span its hashes (C3,
+    so the adapter cannot send it). It is TREE when the stream is sound there
+    but the tree had lost what the event needs (it counts one copy, drops a
     subtree with its root, and never took a store it rejected).
     """
 
@@ -204,15 +221,16 @@ def event_kind(event: KVCacheEvent) -> str:
     return "clear"
 
 
-def stream_lacks(checker: StreamChecker, event: KVCacheEvent) -> bool:
-    """Whether the stream's own multiset view, before ``event``, lacks the
-    store's parent or a removed hash."""
+def stream_fault(checker: StreamChecker, event: KVCacheEvent) -> bool:
+    """Whether the stream, replayed up to ``event`` into the checker's
+    multiset view, breaks C1, C2 or C3 at it."""
     if isinstance(event, AllBlocksCleared):
         return False
     view = (event.medium, event.group_idx)
     if isinstance(event, BlockStored):
         parent = event.parent_block_hash
-        return parent is not None and not checker.live_count(view, parent)
+        unreported = parent is not None and not checker.live_count(view, parent)
+        return unreported or not spans_its_blocks(event)
     return any(not checker.live_count(view, h) for h in event.block_hashes)
 
 
@@ -236,7 +254,7 @@ def replay_into_dynamo(records: Iterable[Record]) -> ConsumerCount:
         for event_record in record.events:
             event = decode_event(event_record.data)
             kind = event_kind(event)
-            why = UNREPORTED if stream_lacks(checker, event) else DROPPED
+            why = STREAM if stream_fault(checker, event) else TREE
             count.applied[kind, event_record.label] += 1
             rejections = len(adapter.apply(event))
             count.rejected[kind, event_record.label, why] += rejections
@@ -341,11 +359,11 @@ def render(comparisons: list[Comparison]) -> str:
     for comparison in comparisons:
         lines += [
             f"tier {comparison.tier}: events Dynamo's RadixTree rejected "
-            "(unreported: the stream lacks the parent or hash; dropped: the "
-            "stream holds it, the tree had lost it)",
+            "(stream: the stream breaks C1, C2 or C3 there; tree: the stream "
+            "holds what the event needs, the tree had lost it)",
             "",
-            "| rejected | cause | pristine unreported | pristine dropped "
-            "| patched unreported | patched dropped |",
+            "| rejected | cause | pristine stream | pristine tree "
+            "| patched stream | patched tree |",
             "| --- | --- | ---: | ---: | ---: | ---: |",
         ]
         counts = (comparison.pristine, comparison.patched)

@@ -7,10 +7,10 @@ import pytest
 from dynamo._core import RadixTree
 
 from harness.consumers import (
-    DROPPED,
     REMOVAL,
     STORE,
-    UNREPORTED,
+    STREAM,
+    TREE,
     DynamoAdapter,
     dynamo_data,
     dynamo_hash,
@@ -87,9 +87,13 @@ def test_removal_and_root_store_translate():
     assert dynamo_data(stored([1], None))["stored"]["parent_hash"] is None
 
 
-def test_store_whose_tokens_do_not_span_its_blocks_is_refused():
+def test_store_whose_tokens_do_not_span_its_blocks_is_not_sent():
     with pytest.raises(ValueError, match="C3"):
         dynamo_data(stored([1, 2], None, tokens=[1, 2, 3]))
+    tree = RecordingTree()
+    [message] = DynamoAdapter(tree).apply(stored([1, 2], None, tokens=[1, 2, 3]))
+    assert message.startswith("not sent")
+    assert tree.payloads == []
 
 
 def test_event_ids_increase_by_one_per_applied_event():
@@ -157,15 +161,15 @@ def test_replay_counts_applied_and_rejected_events_by_kind_label_and_why():
     # The stream never reported 2, so the store of 3 is the stream's fault;
     # it did report 3, so the tree's refusal to remove it is the tree's.
     assert count.rejected == {
-        (STORE, "partial:first@full_attention", UNREPORTED): 1,
-        (REMOVAL, "evict:allocate", DROPPED): 1,
+        (STORE, "partial:first@full_attention", STREAM): 1,
+        (REMOVAL, "evict:allocate", TREE): 1,
     }
     assert count.rejected_by(STORE, "partial:") == 1
-    assert count.rejected_by(STORE, why=DROPPED) == 0
+    assert count.rejected_by(STORE, why=TREE) == 0
     assert count.rejected_by(REMOVAL) == 1
 
 
-def test_a_copy_the_tree_did_not_count_is_dropped_not_unreported():
+def test_a_copy_the_tree_did_not_count_is_the_trees_fault():
     records = [
         OpRecord(
             0,
@@ -179,7 +183,14 @@ def test_a_copy_the_tree_did_not_count_is_dropped_not_unreported():
         )
     ]
     count = replay_into_dynamo(records)
-    assert count.rejected == {(STORE, "partial:first@full_attention", DROPPED): 1}
+    assert count.rejected == {(STORE, "partial:first@full_attention", TREE): 1}
+
+
+def test_a_store_the_adapter_cannot_send_is_the_streams_fault():
+    unplaceable = stored([1, 2], None, tokens=[1, 2, 3])
+    records = [OpRecord(0, "admit", [labelled("full@sliding_window", unplaceable)])]
+    count = replay_into_dynamo(records)
+    assert count.rejected == {(STORE, "full@sliding_window", STREAM): 1}
 
 
 def test_removing_a_node_drops_its_subtree_from_the_tree():
@@ -189,7 +200,7 @@ def test_removing_a_node_drops_its_subtree_from_the_tree():
         OpRecord(2, "evict", [labelled("evict:allocate", removed([2]))]),
     ]
     count = replay_into_dynamo(records)
-    assert count.rejected == {(REMOVAL, "evict:allocate", DROPPED): 1}
+    assert count.rejected == {(REMOVAL, "evict:allocate", TREE): 1}
 
 
 def test_blocks_left_in_the_tree_are_counted_when_the_run_drained():
