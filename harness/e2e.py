@@ -672,6 +672,7 @@ def end_to_end(
     """Build the model, run a session on the installed package, overlay the
     target's patched files, run another, restore the pristine files."""
     started = time.monotonic()
+    installed_root()  # fail before fetching trees when vllm is not installed
     overlay = prepare_overlay(target)
     overlay.restore()  # an interrupted run may have left the patched files
     with tempfile.TemporaryDirectory() as scratch:
