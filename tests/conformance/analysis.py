@@ -12,7 +12,10 @@ by the pool operation that emitted it:
   null or masked (sliding window, Mamba): skipped blocks are announced
   neither as hashes nor as a parent, but their tokens stay in the event;
 - K5: stores of a hash that was already live (not a violation: the checker
-  counts copies; reported so a change shows).
+  counts copies; reported so a change shows). In the patched stream a
+  pristine store can meet a hash that only an ancestry store made live; that
+  is not a second physical copy, so it is counted apart, as the ancestry
+  overlap, and K5 keeps the pristine meaning.
 
 Anything else is reported under ``RULE:label`` and is never expected.
 """
@@ -85,6 +88,8 @@ class Run:
     findings: list[tuple[str, Violation]] = field(default_factory=list)
     # The series' bookkeeping sizes after each operation (None: it has none).
     bookkeeping: list[dict[str, int] | None] = field(default_factory=list)
+    # Patched runs: pristine stores of a hash only ancestry made live.
+    ancestry_overlap: int = 0
 
     def label(self, violation: Violation) -> str:
         return self.ops[violation.batch].events[violation.event].label
@@ -212,20 +217,46 @@ def live_restores(run: Run) -> set[tuple[int, int]]:
     return found
 
 
-def k5_witnesses(pristine: Run, patched: Run) -> list[str]:
+@dataclass(frozen=True)
+class LiveStore:
+    """A store in the patched stream of a hash already live there that the
+    pristine stream does not have."""
+
+    op: int
+    event: int
+    label: str
+    added: bool  # an ancestry store the series added, else a pristine store
+
+    def __str__(self) -> str:
+        origin = "added store" if self.added else "pristine store"
+        return (
+            f"op {self.op} event {self.event}: {origin} ({self.label}) "
+            "of a hash already live"
+        )
+
+
+def new_live_stores(pristine: Run, patched: Run) -> list[LiveStore]:
     """Stores of a live hash in the patched stream that the pristine stream
-    does not have: added ancestry stores, or pristine stores that now meet a
-    hash the ancestry made live."""
+    does not have: added ancestry stores of a live hash, or pristine stores
+    that now meet a hash the ancestry made live."""
     before, after = live_restores(pristine), live_restores(patched)
-    witnesses = []
+    found = []
     for old, new in zip(pristine.ops, patched.ops, strict=True):
         matches = align(old.events, new.events) or []
         expected = {matches[i] for i in range(len(matches)) if (old.index, i) in before}
         for index, record in enumerate(new.events):
             if (new.index, index) in after and index not in expected:
-                origin = "pristine store" if index in matches else "added store"
-                witnesses.append(
-                    f"op {new.index} event {index}: {origin} ({record.label}) "
-                    "of a hash already live"
+                found.append(
+                    LiveStore(new.index, index, record.label, index not in matches)
                 )
-    return witnesses
+    return found
+
+
+def separate_ancestry_overlap(pristine: Run, patched: Run) -> list[LiveStore]:
+    """Move the patched run's ancestry overlap out of K5; return the added
+    stores of a live hash, which the series must never emit."""
+    found = new_live_stores(pristine, patched)
+    overlap = sum(not store.added for store in found)
+    patched.ancestry_overlap = overlap
+    patched.classes["K5"] -= overlap
+    return [store for store in found if store.added]
