@@ -18,6 +18,8 @@ VERB_MODULES = (
     "harness.stream",  # check-stream
     "harness.capture",  # capture
     "harness.export",  # export
+    "harness.consumers",  # consumers
+    "harness.e2e",  # e2e
 )
 
 DESCRIPTION = """\
