@@ -84,13 +84,19 @@ def stores(run, op: int) -> list[BlockStored]:
 
 
 @pytest.mark.parametrize("tree", ["pristine", "patched"])
-def test_checker_structs_reencode_vllm_events_byte_for_byte(conformance, tree):
-    """The checker's wire structs decode what vLLM's encoder wrote and encode
-    it back to the same bytes, so the checker sees every field vLLM sends."""
+def test_checker_structs_decode_every_field_vllm_sends(conformance, tree):
+    """The checker's wire structs decode what vLLM's encoder wrote into the
+    same fields and values, so the checker sees every field vLLM sends.
+
+    Compared as decoded maps rather than re-encoded bytes: msgspec sizes a
+    map's header from the declared field count, which differs between vLLM
+    releases (0.32 declares more fields than 0.33)."""
     run = conformance.pair("pool-16x64", seed=1, ops=LONG_OPS)[tree]
     encoded = [event.data for op in run.ops for event in op.events]
     assert encoded
-    assert [msgspec.msgpack.encode(decode_event(data)) for data in encoded] == encoded
+    assert [msgspec.to_builtins(decode_event(data)) for data in encoded] == [
+        msgspec.msgpack.decode(data) for data in encoded
+    ]
 
 
 def test_seed_example_pristine_leaves_the_entry_parent_unreported(conformance):
