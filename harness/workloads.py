@@ -567,6 +567,11 @@ class ManagerDriver:
             use_eagle_block_drop=False,
             num_hash_lookahead_tokens=0,
             mamba_partial_cache_hit=self.manager.coordinator.enable_partial_hash_hits,
+            # vLLM 0.30 reads the scheduler's fine-grained switch here too.
+            mamba_fine_grained_prefix_cache=(
+                self.manager.coordinator.enable_partial_hash_hits
+                and getattr(self.manager, "mamba_fine_grained_prefix_cache", False)
+            ),
             mamba_shared_prefix_checkpoint=False,
             mamba_has_prefill_checkpoint_blocks=False,
             mamba_prefill_checkpoint_alignment=None,
