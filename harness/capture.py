@@ -148,9 +148,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Subscribe to a vLLM KV-event publisher and write its "
         "KVEventBatch payloads back to back to FILE, for check-stream.",
     )
-    parser.add_argument("--zmq", required=True, metavar="ENDPOINT")
-    parser.add_argument("--out", required=True, metavar="FILE")
-    parser.add_argument("--max-events", type=int, default=None, metavar="N")
-    parser.add_argument("--timeout", type=float, default=None, metavar="S")
-    parser.add_argument("--topic", default="", metavar="T")
+    parser.add_argument(
+        "--zmq",
+        required=True,
+        metavar="ENDPOINT",
+        help="the endpoint in vLLM's kv_events_config: tcp://127.0.0.1:PORT is "
+        "bound here (vLLM connects to it), tcp://*:PORT is connected to",
+    )
+    parser.add_argument(
+        "--out", required=True, metavar="FILE", help="where the payloads go"
+    )
+    parser.add_argument(
+        "--max-events",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stop after N events (default: no limit)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop after S seconds (default: no limit; Ctrl-C also stops)",
+    )
+    parser.add_argument(
+        "--topic", default="", metavar="T", help="ZMQ topic prefix (default: all)"
+    )
     parser.set_defaults(func=run)
