@@ -12,10 +12,11 @@ by the pool operation that emitted it:
   null or masked (sliding window, Mamba): skipped blocks are announced
   neither as hashes nor as a parent, but their tokens stay in the event;
 - K5: stores of a hash that was already live (not a violation: the checker
-  counts copies; reported so a change shows). In the patched stream a
-  pristine store can meet a hash that only an ancestry store made live; that
-  is not a second physical copy, so it is counted apart, as the ancestry
-  overlap, and K5 keeps the pristine meaning.
+  counts copies; reported so a change shows). In the patched stream an
+  ancestry store can repeat a hash the pool also holds, and a pristine store
+  can meet a hash an ancestry store made live; neither is a second physical
+  copy, so both are counted apart, as the ancestry overlap, and K5 keeps the
+  pristine meaning.
 
 Anything else is reported under ``RULE:label`` and is never expected.
 """
@@ -88,7 +89,7 @@ class Run:
     findings: list[tuple[str, Violation]] = field(default_factory=list)
     # The series' bookkeeping sizes after each operation (None: it has none).
     bookkeeping: list[dict[str, int] | None] = field(default_factory=list)
-    # Patched runs: pristine stores of a hash only ancestry made live.
+    # Patched runs: stores where ancestry and the pool's own entries overlap.
     ancestry_overlap: int = 0
 
     def label(self, violation: Violation) -> str:
@@ -252,11 +253,11 @@ def new_live_stores(pristine: Run, patched: Run) -> list[LiveStore]:
     return found
 
 
-def separate_ancestry_overlap(pristine: Run, patched: Run) -> list[LiveStore]:
-    """Move the patched run's ancestry overlap out of K5; return the added
-    stores of a live hash, which the series must never emit."""
-    found = new_live_stores(pristine, patched)
-    overlap = sum(not store.added for store in found)
+def separate_ancestry_overlap(pristine: Run, patched: Run) -> None:
+    """Move the patched run's ancestry overlap out of K5: every store of a
+    live hash the pristine stream does not have. With C7 holding, each one
+    is an ancestry store of a hash the pool also holds, or a pristine store
+    of a hash an ancestry store made live."""
+    overlap = len(new_live_stores(pristine, patched))
     patched.ancestry_overlap = overlap
     patched.classes["K5"] -= overlap
-    return [store for store in found if store.added]

@@ -40,10 +40,6 @@ def assert_conforms(conformance, tier_fixes, config: str, seed: int, ops: int):
     for rule in RULES_THAT_MUST_HOLD:
         found = [str(v) for _, v in patched.findings if v.rule == rule]
         assert found == [], f"patched breaks {rule}; {replay}"
-    live_ancestry = conformance.live_ancestry_stores[(config, seed, ops)]
-    assert [str(store) for store in live_ancestry] == [], (
-        f"ancestry stores of a live hash; {replay}"
-    )
     for cls in CLASSES:
         # The message (and its witnesses) is only built when the check fails.
         witnesses = (
