@@ -1,7 +1,9 @@
 """The `test` verb: upstream tests pristine against patched, then conformance.
 
-The target's upstream selection runs with the tree on PYTHONPATH and
-VLLM_TARGET_DEVICE=cpu, once on the pristine tree and once on the patched one;
+The target's upstream selection runs with the tree on PYTHONPATH,
+VLLM_TARGET_DEVICE=cpu and HF_HUB_OFFLINE=1 (tests that need a model hub fail
+at once on both trees instead of retrying the network for minutes), once on
+the pristine tree and once on the patched one;
 per-test outcomes come from pytest's JUnit XML (xunit1, which keeps each
 test's file, so node ids are rebuilt exactly, parameters included). Pristine
 outcomes are cached, keyed by the source, the selection and the Python and
@@ -88,11 +90,15 @@ def run_pytest(
         return returncode, read_junit(junit) if junit.is_file() else {}
 
 
+# The environment of every upstream run, pristine and patched alike.
+UPSTREAM_TEST_ENV = {"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"}
+
+
 def run_upstream(tree: Path, tests: tuple[str, ...], workers: str, label: str):
     returncode, outcomes = run_pytest(
         tree,
         ["-n", workers, "--continue-on-collection-errors", *tests],
-        {"PYTHONPATH": str(tree), "VLLM_TARGET_DEVICE": "cpu"},
+        {"PYTHONPATH": str(tree), **UPSTREAM_TEST_ENV},
         f"upstream tests, {label} tree",
     )
     if returncode not in _COMPLETED or not outcomes:
@@ -115,6 +121,7 @@ def pristine_outcomes(
             "tests": tests,
             "python": platform.python_version(),
             "torch": _installed_version("torch"),
+            "env": UPSTREAM_TEST_ENV,
         }
     )
     cached = (
