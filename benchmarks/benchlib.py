@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -63,6 +64,17 @@ def machine_line(info: dict[str, Any] | None = None) -> str:
 # --------------------------------------------------------------------------
 # Trees
 # --------------------------------------------------------------------------
+
+
+def add_tree_argument(parser: argparse.ArgumentParser) -> None:
+    """The repeatable ``--tree LABEL=PATH`` option that ``parse_trees`` reads."""
+    parser.add_argument(
+        "--tree",
+        action="append",
+        metavar="LABEL=PATH",
+        help="a vLLM tree, the first is the baseline (repeat; default: the "
+        "harness's pristine, default and strict trees of main)",
+    )
 
 
 def parse_trees(specs: list[str] | None, tiers: tuple[str, ...]) -> dict[str, Path]:

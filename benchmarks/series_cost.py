@@ -366,13 +366,7 @@ def report(result: dict, top: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks/series_cost.py")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--tree",
-        action="append",
-        metavar="LABEL=PATH",
-        help="a vLLM tree, the first is the baseline (repeat; default: the "
-        "harness's pristine, default and strict trees of main)",
-    )
+    benchlib.add_tree_argument(parser)
     parser.add_argument("--config", action="append", help="a workload config (repeat)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--ops", type=int, default=300)

@@ -220,13 +220,7 @@ def report(result: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks/stream_growth.py")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--tree",
-        action="append",
-        metavar="LABEL=PATH",
-        help="a vLLM tree, the first is the baseline (repeat; default: the "
-        "harness's pristine, default and strict trees of main)",
-    )
+    benchlib.add_tree_argument(parser)
     parser.add_argument("--config", action="append", choices=CONFIGS)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--ops", type=int, default=1000)
