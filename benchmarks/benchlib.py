@@ -88,9 +88,9 @@ def parse_trees(specs: list[str] | None, tiers: tuple[str, ...]) -> dict[str, Pa
                 raise SystemExit(f"--tree wants LABEL=PATH, got {spec!r}")
             trees[label] = Path(path).resolve()
         return trees
-    from harness.series import cached_patched_tree
-    from harness.sources import pristine_tree
+    from harness.series.apply import cached_patched_tree
     from harness.targets import get_target
+    from harness.trees.sources import pristine_tree
 
     target = get_target("main")
     trees = {"pristine": pristine_tree(target)}

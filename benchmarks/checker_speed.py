@@ -7,7 +7,7 @@ same stream.
 
 The capture (``--capture``, default ``checker-capture.bin`` in the system's
 temporary directory) is made once if it does not exist: the seeded workloads
-of ``harness.workloads`` (every BlockPool and KVCacheManager config, in turn,
+of ``harness.runs.drivers`` (every BlockPool and KVCacheManager config, in turn,
 seed after seed, ``--ops`` operations and an evict-everything each) run in
 ``--tree`` (default: the harness's cached default-tier tree of target main)
 and their streams, one ``KVEventBatch`` per operation as vLLM's encoder
@@ -20,11 +20,11 @@ Measured in this interpreter, ``--repeats`` times each, interleaved, median
 
 - decode alone: msgspec decoding every payload into the checker's
   ``KVEventBatch`` structs, the payload boundaries found beforehand;
-- split and decode: ``harness.stream.decode_batches`` over the bytes;
+- split and decode: ``harness.contract.wire.decode_batches`` over the bytes;
 - checker: what ``python -m harness check-stream FILE --expect-empty`` does
   after reading the file (decode_batches, ``StreamChecker.apply`` per batch,
   ``check_drained``); also with ``track_ancestry=True`` (C6's bookkeeping);
-- Dynamo (informational, once): ``harness.consumers.DynamoAdapter`` feeding
+- Dynamo (informational, once): ``harness.consumers.dynamo.DynamoAdapter`` feeding
   a fresh ``dynamo._core.RadixTree``, split into building the JSON events
   (Dynamo's token hashes included) and ``RadixTree.apply_event`` alone. Runs
   here when ``dynamo`` imports, else under ``--dynamo-python`` (an
@@ -64,7 +64,7 @@ def generate(out: Path, events_wanted: int, ops: int) -> dict:
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import init_none_hash
 
-    from harness.workloads import CONFIGS, evict_everything
+    from harness.runs.drivers import CONFIGS, evict_everything
 
     init_none_hash(sha256)
     encoder = msgspec.msgpack.Encoder()
@@ -136,7 +136,7 @@ def timed(function) -> tuple[float, float, object]:
 
 
 def decode_alone(payloads: list) -> int:
-    from harness.stream import _batch_decoder
+    from harness.contract.wire import _batch_decoder
 
     decode = _batch_decoder.decode
     events = 0
@@ -146,13 +146,14 @@ def decode_alone(payloads: list) -> int:
 
 
 def split_and_decode(data: bytes) -> int:
-    from harness.stream import decode_batches
+    from harness.contract.wire import decode_batches
 
     return sum(len(batch.events) for _, batch in decode_batches(data))
 
 
 def check(data: bytes, track_ancestry: bool = False) -> int:
-    from harness.stream import StreamChecker, decode_batches
+    from harness.contract.checker import StreamChecker
+    from harness.contract.wire import decode_batches
 
     checker = StreamChecker(track_ancestry=track_ancestry)
     for _, batch in decode_batches(data):
@@ -162,7 +163,7 @@ def check(data: bytes, track_ancestry: bool = False) -> int:
 
 
 def measure_local(data: bytes, repeats: int) -> dict:
-    from harness.stream import split_payloads
+    from harness.contract.wire import split_payloads
 
     payloads = [bytes(payload) for _, payload in split_payloads(data)]
     cases = {
@@ -180,7 +181,8 @@ def measure_local(data: bytes, repeats: int) -> dict:
             figures[name]["wall"].append(wall)
             figures[name]["events"] = events
         print(f"repeat {repeat + 1}/{repeats} done", flush=True)
-    from harness.stream import StreamChecker, decode_batches
+    from harness.contract.checker import StreamChecker
+    from harness.contract.wire import decode_batches
 
     checker = StreamChecker()
     for _, batch in decode_batches(data):
@@ -200,8 +202,8 @@ def measure_dynamo(data: bytes, chunk: int = 20000) -> dict:
     os.environ.setdefault("DYN_LOG", "error")
     from dynamo._core import RadixTree
 
-    from harness.consumers import DynamoAdapter
-    from harness.stream import decode_batches
+    from harness.consumers.dynamo import DynamoAdapter
+    from harness.contract.wire import decode_batches
 
     class Recorded:
         def __init__(self):

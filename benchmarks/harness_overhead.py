@@ -38,10 +38,10 @@ import benchlib
 
 def outcomes_cache(target) -> Path | None:
     """The verb's cache file for the pristine outcomes of the ci selection
-    (as harness.testrun.pristine_outcomes keys it)."""
-    from harness.sources import cache_dir, source_identity
+    (as harness.runs.upstream.pristine_outcomes keys it)."""
+    from harness import cache
 
-    identity = source_identity(target)
+    identity = target.source.identity()
     if identity is None:
         return None
     try:
@@ -56,7 +56,7 @@ def outcomes_cache(target) -> Path | None:
             "torch": torch_version,
         }
     )
-    return cache_dir() / "outcomes" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+    return cache.outcomes(hashlib.sha256(key.encode()).hexdigest())
 
 
 def run_timestamped(command: list[str], **kwargs) -> tuple[float, int, list]:
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
 
-    from harness.series import cached_patched_tree
+    from harness.series.apply import cached_patched_tree
     from harness.targets import get_target
 
     target = get_target(args.target)

@@ -7,7 +7,7 @@ block_size), pristine against the patched tiers.
 
 The first tree is the baseline (default: the harness's cached trees of target
 main, pristine, default and strict). Each tree runs the BlockPool drivers of
-``harness.workloads`` (pool-128x1536, pool-2x6, pool-4x12, pool-16x64) in a
+``harness.runs.workloads`` (pool-128x1536, pool-2x6, pool-4x12, pool-16x64) in a
 child process of its own: per seed, ``--ops`` seeded operations and then one
 that evicts everything, the events taken after each operation and encoded as
 the engine's publisher does (one ``KVEventBatch`` per operation that emitted
@@ -49,7 +49,8 @@ def measure(config: str, seed: int, ops: int) -> dict:
     import msgspec
     from vllm.distributed.kv_events import BlockRemoved, BlockStored, KVEventBatch
 
-    from harness.workloads import build, evict_everything
+    from harness.runs.drivers import evict_everything
+    from harness.runs.workloads import build
 
     driver, labeller = build(config, seed)
     take = driver.pool.take_events

@@ -1,26 +1,71 @@
-"""Command line entry point: ``python -m harness VERB ...``.
+"""The command line: ``python -m harness VERB ...`` (or ``vllm-kv-series VERB``).
 
-Each verb lives in the module that owns its concern; that module exposes
-``register(subparsers)`` which adds the verb's parser and sets ``func`` to a
-callable taking the parsed arguments and returning an exit code.
+`VERBS` names every verb, the module that holds it and its one-line help, so
+``--help`` lists them without importing any: it needs only the standard
+library. Only the verb asked for is imported; its module's
+``register(parser)`` adds the options and sets ``run``, which takes the
+parsed arguments and returns the exit status. Errors a user can act on
+(harness.errors) are caught here, once, and end the verb with one line and
+the error's own exit code.
 """
 
 import argparse
 import importlib
 import sys
 
-# Modules that contribute verbs, in the order `--help` lists them.
-VERB_MODULES = (
-    "harness.targets",  # targets
-    "harness.sources",  # fetch, deps
-    "harness.series",  # apply
-    "harness.testrun",  # test
-    "harness.stream",  # check-stream
-    "harness.capture",  # capture
-    "harness.export",  # export
-    "harness.consumers",  # consumers
-    "harness.e2e",  # e2e
-)
+from harness.errors import UserError, exit_codes
+from harness.log import error
+
+# Verb -> (module, help), in the order `--help` lists them.
+VERBS = {
+    "targets": ("harness.verbs.targets", "list the pinned vLLM targets"),
+    "fetch": (
+        "harness.verbs.fetch",
+        "fetch a target's pristine tree into the cache, print its path",
+    ),
+    "deps": (
+        "harness.verbs.deps",
+        "pip install what a target's upstream tests import (torch held at 2.13.0)",
+    ),
+    "apply": (
+        "harness.verbs.apply",
+        "apply a target's series to a fresh tree or onto a checkout",
+    ),
+    "test": (
+        "harness.verbs.test",
+        "upstream tests pristine against patched, then the conformance suite",
+    ),
+    "check-stream": (
+        "harness.verbs.check_stream",
+        "check captured KV-event streams against the stream contract",
+    ),
+    "capture": ("harness.verbs.capture", "record a live KV-event stream to a file"),
+    "export": (
+        "harness.verbs.export",
+        "the series as mails (git format-patch, cover letter filled in) for "
+        "upstream submission",
+    ),
+    "lint": (
+        "harness.verbs.lint",
+        "check the series files and patches that harness/targets.toml names",
+    ),
+    "workloads": (
+        "harness.verbs.workloads",
+        "run seeded workloads inside a vLLM tree and record their events",
+    ),
+    "consumers": (
+        "harness.verbs.consumers",
+        "count what Dynamo's radix tree rejects, pristine against patched",
+    ),
+    "e2e": (
+        "harness.verbs.e2e",
+        "a real vLLM engine's KV events, as released against patched",
+    ),
+    "ci": (
+        "harness.verbs.ci",
+        "the hosted CI's matrix from harness/targets.toml, and its verdict table",
+    ),
+}
 
 DESCRIPTION = """\
 Fetch pinned vLLM sources, apply the KV-event patch series, and prove it:
@@ -39,36 +84,41 @@ What to run:
 """
 
 
-class UserError(Exception):
-    """A failure the user can act on: printed as one line, no traceback."""
+def _epilog() -> str:
+    lines = ["exit status:"]
+    lines += [f"  {code:>3}  {meaning}" for code, meaning in exit_codes().items()]
+    return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The parser, with the options of ``verb`` only (its module imported)."""
     parser = argparse.ArgumentParser(
         prog="python -m harness",
         description=DESCRIPTION,
+        epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     subparsers = parser.add_subparsers(dest="verb", metavar="VERB")
-    for module_name in VERB_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue  # verb not built yet
-        module.register(subparsers)
+    for name, (module, help_text) in VERBS.items():
+        verb_parser = subparsers.add_parser(name, help=help_text, description=help_text)
+        if name == verb:
+            importlib.import_module(module).register(verb_parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    verb = next((word for word in argv if not word.startswith("-")), None)
+    parser = build_parser(verb)
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
+    if not getattr(args, "run", None):
         parser.print_help()
         return 2
     try:
-        return args.func(args)
+        return args.run(args)
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        error(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        error("interrupted")
+        return 130

@@ -10,48 +10,81 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.cli import UserError
+from harness import checkout
+from harness.errors import TargetError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-TARGETS_FILE = REPO_ROOT / "harness" / "targets.toml"
+# The tiers a series table may name; `default` is required.
+TIERS = ("default", "strict")
 SELECTIONS = ("ci", "full")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _REQUIREMENT = re.compile(r"(?P<name>[A-Za-z0-9_.-]+)==(?P<version>[A-Za-z0-9_.+-]+)")
 
 
-class TargetError(UserError):
-    """A pin that cannot be used, worded for the person who wrote it."""
-
-
 @dataclass(frozen=True)
 class SdistSource:
+    """A release's sdist from the package index, checked against its sha256."""
+
     name: str
     version: str
     sha256: str
+    kind = "sdist"
 
-    @property
-    def kind(self) -> str:
-        return "sdist"
+    def identity(self) -> str:
+        """What names the pristine content exactly (its cache entry)."""
+        return f"sdist-{self.name}-{self.version}-{self.sha256}"
+
+    def source_id(self) -> str:
+        """The short id CI keys caches by."""
+        return self.sha256
+
+    def release_name(self) -> str:
+        return f"vLLM {self.version}"
+
+    def describe(self) -> str:
+        return f"the sdist {self.name}=={self.version} (sha256 {self.sha256})"
 
 
 @dataclass(frozen=True)
 class GitSource:
+    """A commit of a git repository."""
+
     url: str
     commit: str
+    kind = "git"
 
-    @property
-    def kind(self) -> str:
-        return "git"
+    def identity(self) -> str:
+        return f"git-{self.commit}"
+
+    def source_id(self) -> str:
+        return self.commit
+
+    def release_name(self) -> str:
+        return f"vLLM {self.commit[:12]}"
+
+    def describe(self) -> str:
+        return f"commit {self.commit} of {self.url}"
 
 
 @dataclass(frozen=True)
 class PathSource:
-    path: Path
+    """A local directory, used read-only; it can change between runs, so
+    nothing built from it is cached."""
 
-    @property
-    def kind(self) -> str:
-        return "path"
+    path: Path
+    kind = "path"
+
+    def identity(self) -> None:
+        return None
+
+    def source_id(self) -> str:
+        return ""
+
+    def release_name(self) -> str:
+        return f"vLLM {self.path.name}"
+
+    def describe(self) -> str:
+        return f"the local tree {self.path}"
 
 
 Source = SdistSource | GitSource | PathSource
@@ -76,6 +109,10 @@ class Target:
             )
         return self.patches_dir / self.series[tier]
 
+    def toxenv(self, tier: str) -> str:
+        """The tox environment that runs this target's verdict for a tier."""
+        return f"vllm-{self.name}" if tier == "default" else f"vllm-{self.name}-{tier}"
+
     def selection(self, name: str) -> tuple[str, ...]:
         if name == "ci":
             return self.upstream_tests
@@ -85,7 +122,7 @@ class Target:
 
 
 def load_targets(path: Path | None = None) -> dict[str, Target]:
-    path = path or TARGETS_FILE
+    path = path or checkout.targets_file()
     try:
         with path.open("rb") as pin_file:
             document = tomllib.load(pin_file)
@@ -126,6 +163,11 @@ def _parse_target(name: str, table: object, root: Path) -> Target:
     if "default" not in series:
         raise TargetError(f"target {name}: field series needs a 'default' tier")
     for tier, file_name in series.items():
+        if tier not in TIERS:
+            raise TargetError(
+                f"target {name}: field series names tier {tier!r}; tiers are "
+                f"{', '.join(TIERS)}"
+            )
         if not isinstance(file_name, str) or not file_name:
             raise TargetError(f"target {name}: field series.{tier} must be a file name")
     return Target(
@@ -201,14 +243,3 @@ def _test_list(name: str, table: dict, field: str) -> tuple[str, ...]:
             f"target {name}: field {field} must be a non-empty list of pytest node ids"
         )
     return tuple(tests)
-
-
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("targets", help="list the pinned vLLM targets")
-    parser.set_defaults(func=_list_targets)
-
-
-def _list_targets(args) -> int:
-    for target in load_targets().values():
-        print(f"{target.name:8} {target.source.kind:6} {target.description}")
-    return 0

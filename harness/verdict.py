@@ -8,12 +8,33 @@ or missing when a test that ran on one tree did not run on the other.
   but always shown;
 - added: ran only on the patched tree; an added test that fails is a failure;
 - changed: any other difference, shown for information (e.g. fixed tests).
+
+`Verdict.row` is the one rendering of a verdict's summary: the row
+`python -m harness test` prints, and the CI's Markdown table of verdicts read
+back from their JSON (`Verdict.from_json`).
 """
 
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 
 FAILING = ("failed", "error")
+# The cells of a verdict's row, in order.
+COLUMNS = (
+    "target",
+    "tier",
+    "selection",
+    "pristine pass/fail",
+    "patched pass/fail",
+    "regressions",
+    "added tests",
+    "environmental",
+    "conformance pass/fail",
+    "wall time",
+    "verdict",
+)
+# What `python -m harness test` prints of them: it says the selection and the
+# verdict in full below the row.
+PRINTED = tuple(column for column in COLUMNS if column not in ("selection", "verdict"))
 
 
 @dataclass(frozen=True)
@@ -88,6 +109,25 @@ class Verdict:
             and self.conformance.ok
         )
 
+    @classmethod
+    def from_json(cls, data: dict) -> "Verdict":
+        """The verdict `as_json` wrote."""
+        conformance = data["conformance"]
+        return cls(
+            target=data["target"],
+            tier=data["tier"],
+            selection=data["selection"],
+            pristine=data["pristine"]["outcomes"],
+            patched=data["patched"]["outcomes"],
+            conformance=Conformance(
+                conformance["status"],
+                conformance.get("passed", 0),
+                conformance.get("failed", 0),
+                conformance.get("report"),
+            ),
+            wall_seconds=data["wall_seconds"],
+        )
+
     def as_json(self) -> dict:
         return {
             "target": self.target,
@@ -101,7 +141,8 @@ class Verdict:
             "conformance": asdict(self.conformance),
         }
 
-    def render(self) -> str:
+    def row(self) -> dict[str, str]:
+        """Column -> cell, for every column of COLUMNS."""
         comparison = self.comparison
         pristine, patched = tally(self.pristine), tally(self.patched)
         minutes, seconds = divmod(round(self.wall_seconds), 60)
@@ -113,9 +154,10 @@ class Verdict:
             conformance = (
                 f"{self.conformance.passed}/{self.conformance.failed} {conformance}"
             )
-        row = {
+        return {
             "target": self.target,
             "tier": self.tier,
+            "selection": self.selection,
             "pristine pass/fail": f"{pristine['passed']}/{pristine['failed']}",
             "patched pass/fail": f"{patched['passed']}/{patched['failed']}",
             "regressions": str(len(comparison.regressions)),
@@ -123,10 +165,13 @@ class Verdict:
             "environmental": str(len(comparison.environmental)),
             "conformance pass/fail": conformance,
             "wall time": f"{minutes}m{seconds:02d}s",
+            "verdict": "PASS" if self.passed else "FAIL",
         }
-        cells = [
-            (name, value, max(len(name), len(value))) for name, value in row.items()
-        ]
+
+    def render(self) -> str:
+        comparison = self.comparison
+        row = self.row()
+        cells = [(name, row[name], max(len(name), len(row[name]))) for name in PRINTED]
         lines = [
             "  ".join(name.ljust(width) for name, _, width in cells),
             "  ".join(value.ljust(width) for _, value, width in cells),

@@ -51,13 +51,13 @@ step "pristine and patched trees of target $target"
 pristine=$("$py" -m harness fetch --target "$target")
 patched=$("$py" -c '
 import sys
-from harness.series import cached_patched_tree
+from harness.series.apply import cached_patched_tree
 from harness.targets import get_target
 print(cached_patched_tree(get_target(sys.argv[1]), "default"))
 ' "$target")
 # Puts the released files back if an interrupted run left the overlay, and
 # refuses an installed package that is not the target's release.
-"$py" -m harness.e2e overlay --target "$target" --restore
+"$py" -m harness e2e overlay --target "$target" --restore
 
 step "end to end: tests/e2e on the GPU"
 e2e_status=0
@@ -83,10 +83,10 @@ run_upstream() {  # run_upstream SIDE TREE: the selection from a copy of TREE's 
 }
 
 run_upstream pristine "$pristine"
-trap '"$py" -m harness.e2e overlay --target "$target" --restore' EXIT
-"$py" -m harness.e2e overlay --target "$target"
+trap '"$py" -m harness e2e overlay --target "$target" --restore' EXIT
+"$py" -m harness e2e overlay --target "$target"
 run_upstream patched "$patched"
-"$py" -m harness.e2e overlay --target "$target" --restore
+"$py" -m harness e2e overlay --target "$target" --restore
 trap - EXIT
 
 step "summary"
@@ -95,7 +95,7 @@ set +e
 import sys
 from pathlib import Path
 
-from harness.testrun import read_junit
+from harness.runs.upstream import read_junit
 from harness.verdict import compare, tally
 
 reports = [Path(name) for name in sys.argv[1:3]]

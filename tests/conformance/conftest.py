@@ -13,18 +13,23 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from analysis import CLASSES, RULES, Run, replay, separate_ancestry_overlap
 
-from harness.workloads import read_records
+from harness.contract.classes import (
+    CLASSES,
+    RULES,
+    Run,
+    replay,
+    separate_ancestry_overlap,
+)
+from harness.contract.records import read_records
+from harness.runs.worker import TreeWorker
+from harness.runs.workloads import WORKER_COMMAND
 
-REPO = Path(__file__).resolve().parents[2]
 TREE_VARIABLES = ("HARNESS_PRISTINE_TREE", "HARNESS_PATCHED_TREE")
 TIERS = ("default", "strict")
 # Classes each tier of the series is meant to fix; every other class must
@@ -45,50 +50,16 @@ def pytest_collection_modifyitems(config, items):
         )
 
 
-class WorkloadWorker:
-    """A `python -m harness.workloads --serve` process inside one tree."""
-
-    def __init__(self, tree: Path):
-        self.tree = tree
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "harness.workloads", "--serve"],
-            cwd=REPO,
-            env={
-                **os.environ,
-                "PYTHONPATH": f"{tree}{os.pathsep}{REPO}",
-                "VLLM_TARGET_DEVICE": "cpu",
-            },
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-
-    def submit(self, config: str, seed: int, ops: int, out: Path) -> None:
-        request = {"config": config, "seed": seed, "ops": ops, "out": str(out)}
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-
-    def wait(self) -> None:
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"workload worker for {self.tree} died")
-        reply = json.loads(line)
-        if not reply["ok"]:
-            raise RuntimeError(f"workload failed in {self.tree}: {reply['error']}")
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait(timeout=60)
-
-
 class Conformance:
     """Runs workloads on both trees (in parallel) and keeps what they found."""
 
     def __init__(self, pristine: Path, patched: Path, tier: str, scratch: Path):
         self.tier = tier
         self.trees = {"pristine": pristine, "patched": patched}
-        self.workers = {name: WorkloadWorker(tree) for name, tree in self.trees.items()}
+        self.workers = {
+            name: TreeWorker(tree, WORKER_COMMAND, scratch / f"{name}-worker.log")
+            for name, tree in self.trees.items()
+        }
         self.scratch = scratch
         self.runs: dict[tuple[str, int, int], dict[str, Run]] = {}
 
@@ -101,7 +72,8 @@ class Conformance:
                 for name in self.workers
             }
             for name, worker in self.workers.items():
-                worker.submit(config, seed, ops, outs[name])
+                request = {"config": config, "seed": seed, "ops": ops}
+                worker.submit({**request, "out": str(outs[name])})
             for worker in self.workers.values():
                 worker.wait()
             runs = {name: replay(read_records(out)) for name, out in outs.items()}

@@ -1,7 +1,7 @@
 """The pristine and patched trees' workloads, fed to Dynamo once per session.
 
-The trees come from the harness cache (`harness.sources.pristine_tree`,
-`harness.series.cached_patched_tree`) for the target named by HARNESS_TARGET
+The trees come from the harness cache (`harness.trees.sources.pristine_tree`,
+`harness.series.apply.cached_patched_tree`) for the target named by HARNESS_TARGET
 (default: main), so a warm cache needs no network.
 """
 
@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from harness.consumers import DEFAULT_OPS, DEFAULT_SEEDS, compare
-
-TIERS = ("default", "strict")
+from harness.consumers import DEFAULT_OPS, DEFAULT_SEEDS
+from harness.consumers.replay import compare
+from harness.targets import TIERS
 
 
 @pytest.fixture(scope="session")

@@ -3,14 +3,14 @@ against patched (docs/consumers.md)."""
 
 import pytest
 
-from harness.consumers import REMOVAL, STORE, STREAM
+from harness.consumers.replay import REMOVAL, STORE, STREAM
+from harness.targets import TIERS
 
 # First registrations of a partial entry past the first cache block (class K1),
 # which the default tier reports the ancestry of.
 FIRST_REGISTRATIONS = ("partial:first@", "partial:replace@")
 # Every partial-entry operation (K1, K2 and K3), which the strict tier covers.
 PARTIAL_ENTRIES = "partial:"
-TIERS = ("default", "strict")
 
 
 def test_default_tier_first_registrations_name_no_unreported_parent(comparisons):

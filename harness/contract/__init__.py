@@ -1,0 +1,108 @@
+"""The KV-event stream contract (docs/contract.md): its rules and classes.
+
+One table names every rule and every class, so that each report (the
+verdict, the conformance suite, check-stream, the consumers table) prints the
+same names. The modules of this package hold the contract as code and import
+no vLLM:
+
+- `wire`: vLLM's event structs as they are on the wire, and their decoding;
+- `checker`: `StreamChecker`, which replays a stream and reports violations
+  of C1-C6 with minimal witnesses;
+- `records`: the workload record files that the runs write and the checks
+  read;
+- `classes`: a workload's violations sorted into K1-K5, and C7 between a
+  pristine and a patched run;
+- `subscribe`: a live stream from vLLM's ZMQ publisher.
+
+This module needs only the standard library.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A rule or a class: its id (C1, K3), its name and what it says."""
+
+    id: str
+    name: str
+    summary: str
+
+    @property
+    def title(self) -> str:
+        return f"{self.id} {self.name}"
+
+
+def _table(*entries: Entry) -> dict[str, Entry]:
+    return {entry.id: entry for entry in entries}
+
+
+RULES = _table(
+    Entry(
+        "C1",
+        "parent closure",
+        "every BlockStored parent is None or live when the store is applied",
+    ),
+    Entry("C2", "removal soundness", "every removed hash is live when it is removed"),
+    Entry(
+        "C3",
+        "span consistency",
+        "len(block_hashes) * block_size == len(token_ids)",
+    ),
+    Entry(
+        "C4",
+        "hash fidelity",
+        "each hash is the chain hash of the tokens along its parent chain",
+    ),
+    Entry("C5", "no leaks", "once everything is evicted, nothing is live"),
+    Entry(
+        "C6",
+        "pool fidelity",
+        "every hash the pool holds is live; every other live hash is an "
+        "ancestor of a held one",
+    ),
+    Entry(
+        "C7",
+        "wire compatibility",
+        "the patched stream is the pristine stream, byte for byte, plus "
+        "ancestry stores and their removals",
+    ),
+    Entry(
+        "C8",
+        "upstream tests preserved",
+        "every upstream test that passes pristine passes patched",
+    ),
+)
+
+CLASSES = _table(
+    Entry(
+        "K1",
+        "unreported ancestry",
+        "a partial entry's first registration past the first cache block "
+        "names a boundary no event reported",
+    ),
+    Entry(
+        "K2",
+        "first-block partial entry",
+        "a partial entry inside the first cache block names a boundary "
+        "before any reported hash",
+    ),
+    Entry(
+        "K3",
+        "promotion",
+        "a partial entry promoted to a later boundary names the boundary just removed",
+    ),
+    Entry(
+        "K4",
+        "skipped or masked blocks",
+        "a group whose full blocks can be null or masked never announces "
+        "the skipped blocks",
+    ),
+    Entry("K5", "physical copies", "a hash stored again while it is live"),
+)
+
+
+def title(entry_id: str) -> str:
+    """``C1 parent closure`` for a known id, the id itself otherwise."""
+    entry = RULES.get(entry_id) or CLASSES.get(entry_id)
+    return entry.title if entry else entry_id

@@ -1,0 +1,335 @@
+"""The stream checker: replays KV events and reports contract violations.
+
+Replays decoded events (harness.contract.wire) into one multiset view per
+``(medium, group_idx)`` and reports every breach of the stream contract
+(docs/contract.md) that a stream alone can show:
+
+- C1 a stored block's parent is not live when the store is applied;
+- C2 a removed hash is not live when the removal is applied;
+- C3 ``len(block_hashes) * block_size != len(token_ids)``;
+- C4 a reported hash is not the chain hash of the tokens leading to it
+  (needs a `HashModel`);
+- C5 hashes still live once the stream is known to have evicted everything
+  (`StreamChecker.check_drained`);
+- C6 the view disagrees with a snapshot of the pool (`StreamChecker.check_pool`).
+
+Each violation names its rule, the batch and event it was found at and the
+hashes that witness it, shortened; it is the smallest witness of that
+anomaly, so one bad store gives one violation, not one per later event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.contract.wire import (
+    AllBlocksCleared,
+    BlockStored,
+    ExternalBlockHash,
+    KVCacheEvent,
+    short_hash,
+)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One breach of a rule, with the hashes that witness it.
+
+    ``batch`` and ``event`` locate the event at fault (None for findings that
+    belong to the end of the stream or to a pool snapshot).
+    """
+
+    rule: str
+    batch: int | None
+    event: int | None
+    hashes: tuple[ExternalBlockHash | None, ...]
+    detail: str
+    # What the stream shows about the cause, where the checker can tell:
+    # for C1 with ancestry tracked, PARENT_NEVER_REPORTED or PARENT_REMOVED.
+    cause: str | None = None
+
+    def __str__(self) -> str:
+        where = "end of stream" if self.batch is None else f"batch {self.batch}"
+        if self.event is not None:
+            where += f" event {self.event}"
+        witness = " ".join(short_hash(h) for h in self.hashes)
+        cause = f" ({self.cause})" if self.cause else ""
+        return f"{self.rule} at {where}: {self.detail}{cause} [{witness}]"
+
+
+# Why a store's parent is not live, as far as the stream shows (C1).
+PARENT_NEVER_REPORTED = "never reported"
+PARENT_REMOVED = "reported and removed before"
+
+
+@dataclass(frozen=True)
+class HashModel:
+    """How the engine derives block hashes, for rule C4.
+
+    ``chunk_hash(parent, tokens, extra_keys)`` is the engine's chained hash of
+    one ``hash_block_size`` chunk (``parent`` None for the first chunk);
+    ``external`` turns it into the value events carry.
+    """
+
+    hash_block_size: int
+    chunk_hash: Callable[[bytes | None, tuple[int, ...], Any], bytes]
+    external: Callable[[bytes], ExternalBlockHash]
+
+
+def sha256_hash_model(
+    hash_block_size: int, none_hash: bytes, int_block_hashes: bool
+) -> HashModel:
+    """vLLM's sha256 block hash (vllm.utils.hashing.sha256 applied by
+    kv_cache_utils.hash_block_tokens), from the engine's NONE_HASH; events
+    carry the low 64 bits as an integer when ``int_block_hashes``."""
+
+    def chunk_hash(parent, tokens, extra_keys):
+        chained = (parent or none_hash, tokens, extra_keys)
+        return hashlib.sha256(
+            pickle.dumps(chained, protocol=pickle.HIGHEST_PROTOCOL)
+        ).digest()
+
+    def external(chain: bytes):
+        if int_block_hashes:
+            return int.from_bytes(chain, "big") & ((1 << 64) - 1)
+        return chain
+
+    return HashModel(hash_block_size, chunk_hash, external)
+
+
+ViewKey = tuple[str | None, int | None]
+
+
+def _index_of(events: list, event: object) -> int:
+    return next(index for index, candidate in enumerate(events) if candidate is event)
+
+
+@dataclass
+class StreamChecker:
+    """Replays events into multiset views and collects violations.
+
+    Call `apply` once per batch, in stream order; `check_pool` and
+    `check_drained` at the points where their rule applies.
+    """
+
+    hash_model: HashModel | None = None
+    # Record each hash's parent, which `check_pool` (C6) walks and which
+    # witnesses name; off by default, it costs a third of the replay time.
+    track_ancestry: bool = False
+    # Per view: live hash -> number of stores not yet matched by a removal.
+    views: dict[ViewKey, dict[ExternalBlockHash, int]] = field(default_factory=dict)
+    # Per view, when tracking ancestry: hash -> (parent, batch of the store
+    # that last made it live). Kept after the hash dies: a hash names its
+    # prefix, so its parent never changes, and the next store that makes it
+    # live overwrites the batch.
+    stored: dict[ViewKey, dict[ExternalBlockHash, tuple]] = field(default_factory=dict)
+    violations: list[Violation] = field(default_factory=list)
+    # Stores of a hash that was already live (class K5: the view counts them).
+    duplicate_stores: int = 0
+    batches: int = 0
+    events: int = 0
+    # C4: engine chain value of every external hash verified so far. A hash
+    # names its whole prefix, so a verified value never goes stale.
+    chain_values: dict[ExternalBlockHash, bytes] = field(default_factory=dict)
+
+    def apply(self, events: list[KVCacheEvent]) -> list[Violation]:
+        """Apply one batch's events in list order; return the violations
+        found in it."""
+        first = len(self.violations)
+        batch = self.batches
+        self.batches = batch + 1
+        self.events += len(events)
+        duplicates = 0
+        check_chains = self.hash_model is not None
+        medium = group = live = stored = None
+        for event in events:
+            kind = type(event)
+            if kind is AllBlocksCleared:
+                self.views.clear()
+                live = None
+                continue
+            if live is None or event.group_idx != group or event.medium != medium:
+                medium, group = event.medium, event.group_idx
+                live, stored = self._view((medium, group))
+            if kind is BlockStored:
+                parent = event.parent_block_hash
+                if parent is not None and parent not in live:
+                    cause = None
+                    if stored is not None:
+                        seen = parent in stored
+                        cause = PARENT_REMOVED if seen else PARENT_NEVER_REPORTED
+                    self._violation(
+                        "C1", batch, events, event, "parent is not live", cause=cause
+                    )
+                hashes = event.block_hashes
+                if len(hashes) * event.block_size != len(event.token_ids):
+                    self._violation(
+                        "C3",
+                        batch,
+                        events,
+                        event,
+                        f"{len(hashes)} hashes x block_size {event.block_size} "
+                        f"!= {len(event.token_ids)} tokens",
+                    )
+                elif check_chains:  # tokens cannot be placed when C3 fails
+                    self._check_chain(batch, events, event)
+                for block_hash in hashes:
+                    count = live.get(block_hash)
+                    if count is None:
+                        live[block_hash] = 1
+                        if stored is not None:
+                            stored[block_hash] = (parent, batch)
+                    else:
+                        live[block_hash] = count + 1
+                        duplicates += 1
+                    parent = block_hash
+            else:
+                for block_hash in event.block_hashes:
+                    count = live.get(block_hash)
+                    if count is None:
+                        self._violation(
+                            "C2",
+                            batch,
+                            events,
+                            event,
+                            "removed hash is not live",
+                            (block_hash,),
+                        )
+                    elif count == 1:
+                        del live[block_hash]
+                    else:
+                        live[block_hash] = count - 1
+        self.duplicate_stores += duplicates
+        return self.violations[first:]
+
+    def _view(self, key: ViewKey) -> tuple[dict, dict | None]:
+        live = self.views.get(key)
+        if live is None:
+            live = self.views[key] = {}
+        if not self.track_ancestry:
+            return live, None
+        return live, self.stored.setdefault(key, {})
+
+    def _violation(
+        self,
+        rule: str,
+        batch: int,
+        events: list,
+        event: KVCacheEvent,
+        detail: str,
+        hashes: tuple | None = None,
+        cause: str | None = None,
+    ) -> None:
+        if hashes is None:
+            hashes = (event.parent_block_hash, *event.block_hashes[:1])
+        self.violations.append(
+            Violation(rule, batch, _index_of(events, event), hashes, detail, cause)
+        )
+
+    def _check_chain(self, batch: int, events: list, event: BlockStored) -> None:
+        """C4: chain-hash the event's tokens from its parent's chain value.
+
+        The parent's chain value was itself rebuilt from the tokens along its
+        own parent chain, so this rebuilds the whole prefix. Stores whose
+        parent's value is unknown (no verified store of it yet) are skipped.
+        """
+        model = self.hash_model
+        hbs = model.hash_block_size
+        block_size = event.block_size
+        tokens = event.token_ids
+        extra_keys = event.extra_keys or ()
+        parent = event.parent_block_hash
+        chain = None if parent is None else self.chain_values.get(parent)
+        if (parent is not None and chain is None) or block_size % hbs:
+            return
+        for index, block_hash in enumerate(event.block_hashes):
+            block_extra = extra_keys[index] if index < len(extra_keys) else None
+            start = index * block_size
+            for chunk_start in range(start, start + block_size, hbs):
+                chunk = tuple(tokens[chunk_start : chunk_start + hbs])
+                chain = model.chunk_hash(chain, chunk, block_extra)
+            rebuilt = model.external(chain)
+            if rebuilt != block_hash:
+                self._violation(
+                    "C4",
+                    batch,
+                    events,
+                    event,
+                    f"hash {index} is not the chain hash of its tokens "
+                    "(reported, rebuilt)",
+                    (block_hash, rebuilt),
+                )
+                return
+            self.chain_values[block_hash] = chain
+
+    def check_pool(self, held: Mapping[ViewKey, Iterable[ExternalBlockHash]]) -> None:
+        """C6: compare the views with the hashes a pool holds at a quiet point.
+
+        Every held hash must be live; every live hash the pool does not hold
+        must be an ancestor (through live parents) of a held hash.
+        """
+        if not self.track_ancestry:
+            raise ValueError("check_pool needs StreamChecker(track_ancestry=True)")
+        batch = self.batches - 1
+        for key in sorted(set(self.views) | set(held), key=repr):
+            live = self.views.get(key, {})
+            stored = self.stored.get(key, {})
+            held_hashes = set(held.get(key, ()))
+            reachable = set()
+            for block_hash in held_hashes:
+                if block_hash not in live:
+                    self.violations.append(
+                        Violation(
+                            "C6",
+                            batch,
+                            None,
+                            (block_hash,),
+                            f"view {key}: pool holds a hash that is not live",
+                        )
+                    )
+                    continue
+                parent = stored[block_hash][0]
+                while parent in live and parent not in reachable:
+                    reachable.add(parent)
+                    parent = stored[parent][0]
+            for block_hash in live:
+                if block_hash not in held_hashes and block_hash not in reachable:
+                    self.violations.append(
+                        Violation(
+                            "C6",
+                            batch,
+                            None,
+                            (block_hash,),
+                            f"view {key}: live hash stored in batch "
+                            f"{stored[block_hash][1]} is neither held by the pool "
+                            "nor an ancestor of a held hash",
+                        )
+                    )
+
+    def check_drained(self) -> None:
+        """C5: the stream evicted everything, so every view must be empty."""
+        for key, live in sorted(self.views.items(), key=lambda item: repr(item[0])):
+            stored = self.stored.get(key, {})
+            for block_hash, count in live.items():
+                origin = (
+                    f"; stored in batch {stored[block_hash][1]}"
+                    if block_hash in stored
+                    else ""
+                )
+                self.violations.append(
+                    Violation(
+                        "C5",
+                        None,
+                        None,
+                        (block_hash,),
+                        f"view {key}: still live x{count} after eviction "
+                        f"of everything{origin}",
+                    )
+                )
+
+    def live_count(self, key: ViewKey, block_hash: ExternalBlockHash) -> int:
+        return self.views.get(key, {}).get(block_hash, 0)

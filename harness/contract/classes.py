@@ -1,0 +1,253 @@
+"""Replay a workload's records through the stream checker and sort what it
+finds into the contract's classes (docs/contract.md).
+
+A violation is classified by the label of the event it was found at, that is
+by the pool operation that emitted it:
+
+- K1: C1 on the entry of a first registration (or replacement) of a partial
+  entry past the first cache block;
+- K2: the same inside the first cache block;
+- K3: C1 on the entry of a promotion to a later boundary;
+- K4: C1 or C3 on a full-block store in a group whose full blocks can be
+  null or masked (sliding window, Mamba): skipped blocks are announced
+  neither as hashes nor as a parent, but their tokens stay in the event;
+- K5: stores of a hash that was already live (not a violation: the checker
+  counts copies; reported so a change shows). In the patched stream an
+  ancestry store can repeat a hash the pool also holds, and a pristine store
+  can meet a hash an ancestry store made live; neither is a second physical
+  copy, so both are counted apart, as the ancestry overlap, and K5 keeps the
+  pristine meaning.
+
+Anything else is reported under ``RULE:label`` and is never expected.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from harness.contract import CLASSES as CLASS_TABLE
+from harness.contract import RULES as RULE_TABLE
+from harness.contract.checker import (
+    HashModel,
+    StreamChecker,
+    Violation,
+    sha256_hash_model,
+)
+from harness.contract.records import (
+    BookkeepingSample,
+    OpRecord,
+    PoolSnapshot,
+    Record,
+    RunEnd,
+    RunStart,
+)
+from harness.contract.wire import BlockRemoved, BlockStored, decode_event
+
+CLASSES = tuple(CLASS_TABLE)
+# The rules a workload's replay checks; C7 compares two runs, C8 test outcomes.
+RULES = tuple(rule for rule in RULE_TABLE if rule not in ("C7", "C8"))
+SPARSE_GROUP_KINDS = {"sliding_window", "mamba"}
+# Label (before "@") of the call whose entry store is at fault -> class.
+C1_CLASSES = {
+    "partial:first": "K1",
+    "partial:replace": "K1",
+    "partial:first-block": "K2",
+    "partial:replace-first-block": "K2",
+    "partial:promotion": "K3",
+}
+
+
+def vllm_hash_model(start: RunStart) -> HashModel:
+    """The run's block hash, from the hash block size and NONE_HASH it
+    recorded."""
+    return sha256_hash_model(
+        start.hash_block_size, start.none_hash, start.int_block_hashes
+    )
+
+
+@dataclass
+class Run:
+    """One workload's records, replayed and classified."""
+
+    start: RunStart
+    ops: list[OpRecord]
+    checker: StreamChecker
+    classes: Counter = field(default_factory=Counter)
+    rules: Counter = field(default_factory=Counter)
+    # (class or "RULE:label", violation) for every violation, in stream order.
+    findings: list[tuple[str, Violation]] = field(default_factory=list)
+    # The series' bookkeeping sizes after each operation (None: it has none).
+    bookkeeping: list[dict[str, int] | None] = field(default_factory=list)
+    # Patched runs: stores where ancestry and the pool's own entries overlap.
+    ancestry_overlap: int = 0
+
+    def label(self, violation: Violation) -> str:
+        return self.ops[violation.batch].events[violation.event].label
+
+    def unclassified(self) -> list[tuple[str, Violation]]:
+        return [(name, v) for name, v in self.findings if name not in CLASSES]
+
+
+def replay(records: list[Record]) -> Run:
+    start = records[0]
+    assert isinstance(start, RunStart)
+    checker = StreamChecker(hash_model=vllm_hash_model(start), track_ancestry=True)
+    run = Run(start, [], checker)
+    for record in records[1:]:
+        if isinstance(record, OpRecord):
+            assert record.index == len(run.ops)
+            run.ops.append(record)
+            checker.apply([decode_event(event.data) for event in record.events])
+        elif isinstance(record, PoolSnapshot):
+            checker.check_pool(
+                {(start.medium, group): hashes for group, hashes in record.held.items()}
+            )
+        elif isinstance(record, BookkeepingSample):
+            run.bookkeeping.append(record.sizes)
+        elif isinstance(record, RunEnd) and record.drained:
+            checker.check_drained()
+    for violation in checker.violations:
+        name = classify(run, violation)
+        run.findings.append((name, violation))
+        run.rules[violation.rule] += 1
+        if name in CLASSES:
+            run.classes[name] += 1
+    run.classes["K5"] = checker.duplicate_stores
+    return run
+
+
+def classify(run: Run, violation: Violation) -> str:
+    if violation.event is None:
+        return violation.rule
+    label = run.label(violation)
+    kind, _, group_kind = label.partition("@")
+    if violation.rule == "C1" and kind in C1_CLASSES:
+        return C1_CLASSES[kind]
+    if (
+        violation.rule in ("C1", "C3")
+        and kind == "full"
+        and group_kind in SPARSE_GROUP_KINDS
+    ):
+        return "K4"
+    return f"{violation.rule}:{label}"
+
+
+# --------------------------------------------------------------------------
+# C7: the patched stream keeps every pristine event and only adds ancestry
+# --------------------------------------------------------------------------
+
+
+def wire_differences(pristine: Run, patched: Run, fixed: set[str]) -> list[str]:
+    """C7 findings, empty when the patched run only adds allowed events.
+
+    Per operation, the pristine events must appear byte for byte and in
+    order in the patched events; each added event must be an ancestry store
+    (one hash, ``block_size == hash_block_size``, emitted by a call whose
+    class the tier fixes, ``fixed``; that its parent is the previous
+    boundary is C4, checked in the replay) or a removal of a hash some
+    ancestry store added.
+    """
+    findings = []
+    if [op.name for op in pristine.ops] != [op.name for op in patched.ops]:
+        return ["the two trees ran different operations for the same seed"]
+    hbs = patched.start.hash_block_size
+    ancestry: set = set()
+    for before, after in zip(pristine.ops, patched.ops, strict=True):
+        matches = align(before.events, after.events)
+        if matches is None:
+            findings.append(f"op {before.index}: pristine events missing or reordered")
+            continue
+        for index in sorted(set(range(len(after.events))) - set(matches)):
+            event_record = after.events[index]
+            event = decode_event(event_record.data)
+            where = f"op {before.index} ({event_record.label})"
+            if isinstance(event, BlockStored):
+                kind = event_record.label.partition("@")[0]
+                if not (
+                    len(event.block_hashes) == 1
+                    and event.block_size == hbs
+                    and C1_CLASSES.get(kind) in fixed
+                ):
+                    findings.append(f"{where}: added store is not an ancestry store")
+                ancestry.add(event.block_hashes[0])
+            elif isinstance(event, BlockRemoved):
+                if not set(event.block_hashes) <= ancestry:
+                    findings.append(f"{where}: added removal of a non-ancestry hash")
+            else:
+                findings.append(f"{where}: added {type(event).__name__}")
+    return findings
+
+
+def align(pristine_events, patched_events) -> list[int] | None:
+    """For each pristine event, the index of the patched event that repeats
+    it byte for byte, matching in order (None if one has no match)."""
+    matches = []
+    start = 0
+    for wanted in pristine_events:
+        for index in range(start, len(patched_events)):
+            if patched_events[index].data == wanted.data:
+                matches.append(index)
+                start = index + 1
+                break
+        else:
+            return None
+    return matches
+
+
+def live_restores(run: Run) -> set[tuple[int, int]]:
+    """(op, event) of every store of a hash that was already live (K5)."""
+    checker = StreamChecker()
+    found = set()
+    for op in run.ops:
+        for index, record in enumerate(op.events):
+            before = checker.duplicate_stores
+            checker.apply([decode_event(record.data)])
+            if checker.duplicate_stores > before:
+                found.add((op.index, index))
+    return found
+
+
+@dataclass(frozen=True)
+class LiveStore:
+    """A store in the patched stream of a hash already live there that the
+    pristine stream does not have."""
+
+    op: int
+    event: int
+    label: str
+    added: bool  # an ancestry store the series added, else a pristine store
+
+    def __str__(self) -> str:
+        origin = "added store" if self.added else "pristine store"
+        return (
+            f"op {self.op} event {self.event}: {origin} ({self.label}) "
+            "of a hash already live"
+        )
+
+
+def new_live_stores(pristine: Run, patched: Run) -> list[LiveStore]:
+    """Stores of a live hash in the patched stream that the pristine stream
+    does not have: added ancestry stores of a live hash, or pristine stores
+    that now meet a hash the ancestry made live."""
+    before, after = live_restores(pristine), live_restores(patched)
+    found = []
+    for old, new in zip(pristine.ops, patched.ops, strict=True):
+        matches = align(old.events, new.events) or []
+        expected = {matches[i] for i in range(len(matches)) if (old.index, i) in before}
+        for index, record in enumerate(new.events):
+            if (new.index, index) in after and index not in expected:
+                found.append(
+                    LiveStore(new.index, index, record.label, index not in matches)
+                )
+    return found
+
+
+def separate_ancestry_overlap(pristine: Run, patched: Run) -> None:
+    """Move the patched run's ancestry overlap out of K5: every store of a
+    live hash the pristine stream does not have. With C7 holding, each one
+    is an ancestry store of a hash the pool also holds, or a pristine store
+    of a hash an ancestry store made live."""
+    overlap = len(new_live_stores(pristine, patched))
+    patched.ancestry_overlap = overlap
+    patched.classes["K5"] -= overlap

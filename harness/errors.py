@@ -1,0 +1,117 @@
+"""The harness's errors: each class says what went wrong and carries its exit code.
+
+`harness.cli.main` is the only place that catches them: it prints the message
+as one line, ``error: ...``, and exits with the class's code. Codes 0, 1 and 2
+keep their usual meanings (`EXIT_CODES`); every error class has a code of its
+own, so a script can tell them apart.
+"""
+
+# What a verb's exit status means. A check that ran and found a problem (a
+# verdict FAIL, a stream violation, a lint finding) exits 1, not with an
+# error's code.
+EXIT_CODES = {
+    0: "success: the check ran and found nothing wrong",
+    1: "the check ran and found a problem (verdict FAIL, violations, findings)",
+    2: "usage: the command line is wrong (argparse)",
+    130: "interrupted (Ctrl-C)",
+}
+
+
+class UserError(Exception):
+    """A failure the user can act on: printed as one line, no traceback.
+
+    Not raised itself: raise the subclass that names the failure.
+    """
+
+    exit_code = 3
+
+
+class CheckoutError(UserError):
+    """The verb needs a checkout of this project and none was found."""
+
+    exit_code = 4
+
+
+class TargetError(UserError):
+    """A pin in harness/targets.toml, or a target name, that cannot be used."""
+
+    exit_code = 5
+
+
+class SourceError(UserError):
+    """A pristine vLLM tree that cannot be had."""
+
+    exit_code = 6
+
+
+class SeriesError(UserError):
+    """A series that cannot be read or applied."""
+
+    exit_code = 7
+
+
+class TestRunError(UserError):
+    """A pytest run that produced no usable outcomes."""
+
+    __test__ = False  # not a test class, despite its name
+    exit_code = 8
+
+
+class UnreadableStream(UserError):
+    """Input that is not a sequence of KVEventBatch payloads.
+
+    ``position`` says where, e.g. "byte 1234" or "message 7".
+    """
+
+    exit_code = 9
+
+    def __init__(self, position: str, reason: str, source: str | None = None):
+        where = f"unreadable at {position}" if position else "unreadable"
+        if source:
+            where = f"{source}: {where}"
+        super().__init__(f"{where}: {reason}")
+        self.position = position
+        self.reason = reason
+        self.source = source
+
+    def located(self, source: str) -> "UnreadableStream":
+        """The same error, naming the file or endpoint it was read from."""
+        return UnreadableStream(self.position, self.reason, source)
+
+
+class SubscriptionError(UserError):
+    """A ZMQ subscription that could not be made or kept."""
+
+    exit_code = 10
+
+
+class OutputError(UserError):
+    """A file or directory the verb was asked to write cannot be written."""
+
+    exit_code = 11
+
+
+class ExportError(UserError):
+    """An export that cannot be made."""
+
+    exit_code = 12
+
+
+class WorkloadError(UserError):
+    """A workload that did not run inside a vLLM tree."""
+
+    exit_code = 13
+
+
+class E2EError(UserError):
+    """An end-to-end run that could not be carried out."""
+
+    exit_code = 14
+
+
+def exit_codes() -> dict[int, str]:
+    """Every exit status a verb can end with, and what it means."""
+    codes = dict(EXIT_CODES)
+    for error in (UserError, *UserError.__subclasses__()):
+        codes[error.exit_code] = error.__doc__.splitlines()[0]
+    return dict(sorted(codes.items()))

@@ -1,0 +1,66 @@
+"""The workload configurations, and evicting everything at the end of a run.
+
+``pool-HBSxBS`` drives `BlockPool` directly (harness.runs.pool_driver);
+``manager-*`` drives `KVCacheManager` with hybrid group layouts
+(harness.runs.manager_driver).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from harness.runs.manager_driver import ManagerDriver
+from harness.runs.pool_driver import PoolDriver
+
+# Besides the seeded drivers of CONFIGS, the seed report's 1800-token example
+# (one run, its seed ignored; harness.runs.workloads.run_seed_example).
+SEED_EXAMPLE = "seed-1800"
+
+
+def evict_free_blocks(pool: Any) -> bool:
+    """Allocate (evicting) and free every free block; True if that was every
+    block but the null block, i.e. the prefix cache is now empty."""
+    num_free = pool.get_num_free_blocks()
+    pool.free_blocks(pool.get_new_blocks(num_free))
+    return num_free == pool.num_gpu_blocks - 1
+
+
+def evict_everything(driver: PoolDriver | ManagerDriver) -> bool:
+    """Finish every request, then evict every cached block."""
+    driver.free_all()
+    return evict_free_blocks(driver.pool)
+
+
+def pool_config(hash_block_size: int, block_size: int, num_blocks: int):
+    return lambda rng: PoolDriver(rng, hash_block_size, block_size, num_blocks)
+
+
+def manager_config(hash_block_size, groups, num_blocks, token_budget):
+    return lambda rng: ManagerDriver(
+        rng, hash_block_size, groups, num_blocks, token_budget
+    )
+
+
+CONFIGS: dict[str, Callable[[random.Random], PoolDriver | ManagerDriver]] = {
+    "pool-128x1536": pool_config(128, 1536, 12),
+    "pool-2x6": pool_config(2, 6, 24),
+    "pool-4x12": pool_config(4, 12, 24),
+    "pool-16x64": pool_config(16, 64, 24),
+    # Full attention in two block sizes; the group whose block is larger than
+    # the hash block registers prompt tails as partial entries.
+    "manager-full": manager_config(
+        16, [("full_attention", 16), ("full_attention", 64)], 64, 96
+    ),
+    # Attention plus Mamba in align mode: fine-grained partial hits.
+    "manager-mamba": manager_config(
+        16, [("full_attention", 64), ("mamba", 64)], 64, 96
+    ),
+    # Full attention plus sliding window (a 128-token window in 64-token
+    # blocks under a 256-token scheduler block): blocks no hit can use are
+    # masked out of the cache and never announced.
+    "manager-swa": manager_config(
+        16, [("full_attention", 256), ("sliding_window", 64)], 96, 320
+    ),
+}

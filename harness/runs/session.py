@@ -1,0 +1,168 @@
+"""An engine session in a process group of its own, and its captured stream.
+
+This process subscribes (harness.contract.subscribe, which binds) before the
+engine starts publishing, captures every payload until the engine has exited
+and the stream has been quiet for a while, and kills whatever is left of the
+engine's process group at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.log import progress
+from harness.trees.env import tree_env
+
+SESSION_BUDGET_S = 300
+# How long the stream must stay quiet after the engine's exit before the
+# capture ends.
+QUIET_S = 2.0
+ALARM_EVERY_S = 0.5
+
+
+class CaptureOver(Exception):
+    """Raised from SIGALRM to end the capture's blocking wait."""
+
+
+@dataclass
+class Session:
+    label: str
+    payloads: list[bytes]
+    wall_s: float
+    returncode: int | None  # None: killed at the time budget
+    # `ps` lines of the session's process group once its leader had exited,
+    # before the group was killed, and after.
+    outlived_leader: list[str]
+    survivors: list[str]
+    log_tail: str
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def group_processes(group: int) -> list[str]:
+    """`ps` lines of the live processes in a process group."""
+    result = subprocess.run(
+        ["ps", "-o", "pid=,stat=,args=", "-g", str(group)],
+        capture_output=True,
+        text=True,
+    )
+    return [
+        line.strip()
+        for line in result.stdout.splitlines()
+        if line.split()[1][0] != "Z"  # zombies are dead already
+    ]
+
+
+def engine_env() -> dict[str, str]:
+    """The installed vllm's environment, with the CPU engine's settings (a GPU
+    engine ignores them)."""
+    return tree_env(
+        None, VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="nobind"
+    )
+
+
+def capture_until_quiet(
+    endpoint: str, engine: subprocess.Popen, deadline: float
+) -> list[bytes]:
+    """KVEventBatch payloads from ``endpoint`` until the engine has exited and
+    the stream has been quiet for QUIET_S, or until ``deadline``.
+
+    ``subscribe`` blocks while it waits for a message, so a periodic SIGALRM
+    checks the two conditions and ends the wait by raising CaptureOver.
+    """
+    from harness.contract.subscribe import subscribe
+
+    payloads: list[bytes] = []
+    last_message = time.monotonic()
+    over = False
+
+    def on_alarm(signum, frame):
+        nonlocal over
+        now = time.monotonic()
+        quiet = engine.poll() is not None and now - last_message >= QUIET_S
+        if not over and (quiet or now > deadline):
+            over = True
+            raise CaptureOver
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, ALARM_EVERY_S, ALARM_EVERY_S)
+    try:
+        messages = subscribe(endpoint, topic="kv", timeout=deadline - time.monotonic())
+        try:
+            for payload, _ in messages:
+                payloads.append(payload)
+                last_message = time.monotonic()
+        finally:
+            messages.close()
+    except CaptureOver:
+        pass
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return payloads
+
+
+def kill_group(group: int) -> list[str]:
+    """SIGKILL a process group; return what is still alive after a while."""
+    with suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+    for _ in range(50):
+        survivors = group_processes(group)
+        if not survivors:
+            break
+        time.sleep(0.1)
+    return survivors
+
+
+def run_session(
+    label: str, model: Path, dtype: str, seed: int, budget_s: float
+) -> Session:
+    """Run an engine session in its own process group while capturing its
+    KV events; kill whatever is left of the group at the end."""
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    command = [sys.executable, "-m", "harness", "e2e", "engine"]
+    command += ["--model", str(model), "--endpoint", endpoint]
+    command += ["--dtype", dtype, "--seed", str(seed)]
+    with tempfile.TemporaryDirectory() as scratch:
+        log = Path(scratch) / "engine.log"
+        started = time.monotonic()
+        with log.open("w") as log_file:
+            engine = subprocess.Popen(
+                command,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=engine_env(),
+                start_new_session=True,
+            )
+        progress(f"e2e: {label} engine session started (pid {engine.pid})")
+        outlived: list[str] = []
+        try:
+            payloads = capture_until_quiet(endpoint, engine, started + budget_s)
+            returncode = engine.poll()
+            if returncode is not None:
+                outlived = group_processes(engine.pid)
+        finally:
+            survivors = kill_group(engine.pid)
+            engine.wait()
+        return Session(
+            label=label,
+            payloads=payloads,
+            wall_s=time.monotonic() - started,
+            returncode=returncode,
+            outlived_leader=outlived,
+            survivors=survivors,
+            log_tail="\n".join(log.read_text().splitlines()[-30:]),
+        )

@@ -1,0 +1,89 @@
+"""A child process inside a vLLM tree that answers requests, one per line.
+
+The protocol: the parent writes one JSON object per line to the child's
+stdin; the child answers each with one JSON object on one line of stdout,
+``{"ok": true, ...}`` with the handler's result, or ``{"ok": false, "error":
+"..."}``. vLLM logs to stdout, so the child keeps a private copy of stdout
+for its replies and points stdout at stderr, which the parent sends to a log.
+Importing a vLLM tree takes seconds, so a parent that runs many requests
+keeps one child per tree.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.errors import WorkloadError
+from harness.trees.env import tree_env
+
+Handler = Callable[[dict[str, Any]], dict[str, Any] | None]
+LOG_TAIL_LINES = 20
+
+
+def serve(handler: Handler) -> int:
+    """In the child: answer requests from stdin until it closes."""
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    # The log shows what the child printed up to a failure.
+    sys.stdout.reconfigure(line_buffering=True)
+    for line in sys.stdin:
+        try:
+            reply = {"ok": True, **(handler(json.loads(line)) or {})}
+        except Exception as exc:  # reported to the parent, which fails
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        replies.write(json.dumps(reply) + "\n")
+        replies.flush()
+    return 0
+
+
+class TreeWorker:
+    """In the parent: a child running ``command`` with ``tree`` first on its
+    path, its stderr (vLLM's log included) written to ``log``."""
+
+    def __init__(self, tree: Path, command: list[str], log: Path, **env: str):
+        self.tree = tree
+        self.log = log
+        self._log_file = log.open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, *command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log_file,
+            env=tree_env(tree, **env),
+            text=True,
+        )
+
+    def submit(self, request: dict[str, Any]) -> None:
+        """Send a request; `wait` reads its reply (so two workers can run at
+        once)."""
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+
+    def wait(self) -> dict[str, Any]:
+        """The reply to the oldest request not yet answered."""
+        line = self.process.stdout.readline()
+        reply = json.loads(line) if line else {"error": "the worker exited"}
+        if not reply.get("ok"):
+            tail = "\n".join(self.log.read_text().splitlines()[-LOG_TAIL_LINES:])
+            raise WorkloadError(f"{self.tree}: {reply['error']}\n{tail}")
+        return reply
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.submit(request)
+        return self.wait()
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+        self._log_file.close()
+
+    def __enter__(self) -> "TreeWorker":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

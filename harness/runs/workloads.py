@@ -1,0 +1,249 @@
+"""Seeded workloads that drive a vLLM tree's own KV-cache code, recorded.
+
+Run inside the interpreter of the tree under test (the `workloads` verb):
+
+    PYTHONPATH=<vllm tree> VLLM_TARGET_DEVICE=cpu \\
+        python -m harness workloads --config NAME --seed S --ops N --out FILE
+
+A workload builds a driver (harness.runs.drivers), labels what each pool
+operation emits (harness.runs.labeller) and writes the records of
+harness.contract.records; ``--stream FILE`` also writes the events as
+`KVEventBatch` payloads, one per operation, for ``check-stream``. `handle`
+answers the requests of a worker (harness.runs.worker) so that callers
+running many workloads import the tree once.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from harness.contract.records import (
+    BookkeepingSample,
+    EventRecord,
+    OpRecord,
+    PoolSnapshot,
+    Record,
+    RunEnd,
+    RunStart,
+    encode_record,
+)
+from harness.contract.wire import ExternalBlockHash
+from harness.runs.drivers import (
+    CONFIGS,
+    SEED_EXAMPLE,
+    evict_everything,
+    evict_free_blocks,
+)
+from harness.runs.labeller import EventLabeller
+from harness.runs.requests import make_request
+
+# How a worker (harness.runs.worker) that runs workloads is started.
+WORKER_COMMAND = ["-m", "harness", "workloads", "--serve"]
+
+# The series' per-pool bookkeeping of reported ancestry boundaries. Absent on
+# a pristine tree.
+BOOKKEEPING_ATTRIBUTES = ("_ancestry_by_block", "_ancestry_ref_cnt")
+
+
+def bookkeeping_sizes(pool: Any) -> dict[str, int] | None:
+    """Entries in each bookkeeping structure; nested dicts count their leaves."""
+    sizes = {}
+    for name in BOOKKEEPING_ATTRIBUTES:
+        value = getattr(pool, name, None)
+        if value is not None:
+            sizes[name] = sum(
+                len(inner) if isinstance(inner, dict) else 1 for inner in value.values()
+            )
+    return sizes or None
+
+
+def held_hashes(pool: Any) -> dict[int, list[ExternalBlockHash]]:
+    from vllm.v1.core.kv_cache_utils import (
+        get_block_hash,
+        get_group_id,
+        maybe_convert_block_hash,
+    )
+
+    held: dict[int, list[ExternalBlockHash]] = {}
+    for key in pool.cached_block_hash_to_block._cache:
+        held.setdefault(get_group_id(key), []).append(
+            maybe_convert_block_hash(get_block_hash(key))
+        )
+    return held
+
+
+class Recorder:
+    """Takes each operation's events from the pool and writes the records."""
+
+    def __init__(self, driver, labeller: EventLabeller, out, stream):
+        self.driver = driver
+        self.labeller = labeller
+        self.out = out
+        self.stream = stream
+        self.encoder = msgspec.msgpack.Encoder()
+
+    def write(self, record: Record) -> None:
+        self.out.write(encode_record(record))
+
+    def op(self, index: int, name: str) -> None:
+        from vllm.distributed.kv_events import KVEventBatch
+
+        take = getattr(self.driver, "manager", self.driver.pool).take_events
+        events = self.labeller.take(take())
+        self.write(
+            OpRecord(
+                index,
+                name,
+                [
+                    EventRecord(label, self.encoder.encode(event))
+                    for label, event in events
+                ],
+            )
+        )
+        self.write(PoolSnapshot(index, held_hashes(self.driver.pool)))
+        self.write(BookkeepingSample(index, bookkeeping_sizes(self.driver.pool)))
+        if self.stream is not None and events:
+            batch = KVEventBatch(ts=float(index), events=[event for _, event in events])
+            self.stream.write(self.encoder.encode(batch))
+
+
+def build(config: str, seed: int):
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import init_none_hash
+
+    init_none_hash(sha256)
+    driver = CONFIGS[config](random.Random(seed))
+    return driver, EventLabeller(driver.pool, driver.group_kinds)
+
+
+def run_start(config: str, seed: int, ops: int, driver) -> RunStart:
+    import vllm
+    import vllm.envs as envs
+    from vllm.v1.core import kv_cache_utils
+
+    return RunStart(
+        config=config,
+        seed=seed,
+        ops=ops,
+        hash_block_size=driver.pool.hash_block_size,
+        num_blocks=driver.pool.num_gpu_blocks,
+        block_sizes=driver.block_sizes,
+        group_kinds=driver.group_kinds,
+        medium=driver.pool.medium,
+        none_hash=kv_cache_utils.NONE_HASH,
+        int_block_hashes=envs.VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES,
+        tree=os.path.dirname(os.path.dirname(vllm.__file__)),
+    )
+
+
+def run_workload(
+    config: str, seed: int, ops: int, out: Path, stream: Path | None = None
+) -> None:
+    driver, labeller = build(config, seed)
+    with (
+        out.open("wb") as sink,
+        (
+            stream.open("wb") if stream is not None else open(os.devnull, "wb")
+        ) as stream_sink,
+    ):
+        recorder = Recorder(driver, labeller, sink, stream_sink)
+        recorder.write(run_start(config, seed, ops, driver))
+        for index in range(ops):
+            recorder.op(index, driver.step())
+        drained = evict_everything(driver)
+        recorder.op(ops, "evict-everything")
+        recorder.write(RunEnd(drained))
+
+
+def run_seed_example(out: Path, stream: Path | None = None) -> None:
+    """The seed report's case: hbs 128, block 1536, an 1800-token prompt."""
+    driver, labeller = build("pool-128x1536", 0)
+    pool = driver.pool
+    request = make_request("seed", list(range(1800)), 128)
+    with (
+        out.open("wb") as sink,
+        (
+            stream.open("wb") if stream is not None else open(os.devnull, "wb")
+        ) as stream_sink,
+    ):
+        recorder = Recorder(driver, labeller, sink, stream_sink)
+        recorder.write(run_start(SEED_EXAMPLE, 0, 2, driver))
+        blocks = pool.get_new_blocks(2)
+        pool.cache_full_blocks(request, blocks, 0, 1, 1536, 0)
+        pool.cache_partial_block(request, blocks[1], 1792, 0, 1536)
+        recorder.op(0, "cache-1800-token-prompt")
+        pool.free_blocks(blocks[::-1])
+        drained = evict_free_blocks(pool)
+        recorder.op(1, "evict-everything")
+        recorder.write(RunEnd(drained))
+
+
+def soak(config: str, seed: int, ops: int, sample_every: int) -> dict[str, Any]:
+    """Run many operations, sampling the series' bookkeeping and replaying
+    the stream through the checker; writes no records."""
+    from vllm.distributed.kv_events import KVEventBatch
+
+    from harness.contract.checker import StreamChecker
+    from harness.contract.wire import decode_batches
+
+    driver, labeller = build(config, seed)
+    take = getattr(driver, "manager", driver.pool).take_events
+    encoder = msgspec.msgpack.Encoder()
+    checker = StreamChecker()
+
+    def replay_events() -> None:
+        events = [event for _, event in labeller.take(take())]
+        payload = encoder.encode(KVEventBatch(ts=0.0, events=events))
+        for _, batch in decode_batches(payload):
+            checker.apply(batch.events)
+
+    samples = []
+    started = time.monotonic()
+    for index in range(ops):
+        driver.step()
+        replay_events()
+        if index % sample_every == 0:
+            samples.append(bookkeeping_sizes(driver.pool))
+    drained = evict_everything(driver)
+    replay_events()
+    if drained:
+        checker.check_drained()
+    final = bookkeeping_sizes(driver.pool)
+    halves = samples[: len(samples) // 2], samples[len(samples) // 2 :]
+    return {
+        "config": config,
+        "ops": ops,
+        "seconds": round(time.monotonic() - started, 1),
+        "blocks": driver.pool.num_gpu_blocks,
+        "events": checker.events,
+        "violations": dict(Counter(v.rule for v in checker.violations)),
+        "bookkeeping": None
+        if final is None
+        else {
+            name: {
+                "peak_first_half": max(sample[name] for sample in halves[0]),
+                "peak_second_half": max(sample[name] for sample in halves[1]),
+                "after_evicting_everything": final[name],
+            }
+            for name in final
+        },
+    }
+
+
+def handle(request: dict[str, Any]) -> None:
+    """A worker's request: ``{"config", "seed", "ops", "out"}`` runs a
+    workload into the record file ``out`` (the seed example for
+    SEED_EXAMPLE)."""
+    if request["config"] == SEED_EXAMPLE:
+        run_seed_example(Path(request["out"]))
+    else:
+        run_workload(
+            request["config"], request["seed"], request["ops"], Path(request["out"])
+        )

@@ -1,0 +1,1 @@
+"""The quilt series: reading it, applying it, linting it, and exporting it."""

@@ -1,0 +1,46 @@
+"""What a target's upstream tests import, installed with pip (the `deps` verb).
+
+vLLM's requirements/common.txt of the target's own tree, plus what its
+tests/conftest.py imports, with torch held at the CPU wheel that lies on disk
+on the project's machines (any other torch pulls a multi-GB CUDA build).
+"""
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from harness.errors import SourceError
+from harness.log import progress
+from harness.targets import Target
+from harness.trees.sources import pristine_tree
+
+TORCH_PIN = "torch==2.13.0"
+# Imported by vLLM's tests/conftest.py but absent from requirements/common.txt.
+TEST_REQUIREMENTS = ("tblib", "pytest-asyncio")
+
+
+def pip(*args: str, constrain_torch: bool = False) -> int:
+    """``python -m pip ARGS`` in the running interpreter's environment, with
+    torch held at TORCH_PIN if asked; return pip's exit status."""
+    with tempfile.TemporaryDirectory() as scratch:
+        constraints = Path(scratch) / "constraints.txt"
+        constraints.write_text(TORCH_PIN + "\n")
+        held = ["--constraint", str(constraints)] if constrain_torch else []
+        command = [sys.executable, "-m", "pip", *args, *held]
+        return subprocess.run(command).returncode
+
+
+def install_test_requirements(target: Target) -> int:
+    """pip install the target's requirements/common.txt and the test extras."""
+    requirements = pristine_tree(target) / "requirements" / "common.txt"
+    if not requirements.is_file():
+        raise SourceError(f"target {target.name}: {requirements} does not exist")
+    progress(f"installing {requirements} with {TORCH_PIN}")
+    return pip(
+        "install",
+        "--requirement",
+        str(requirements),
+        *TEST_REQUIREMENTS,
+        constrain_torch=True,
+    )

@@ -1,0 +1,31 @@
+"""The environment of a process that runs Python inside a vLLM tree.
+
+Every such process (upstream tests, workload workers, the engine, the
+benchmarks' children) imports vLLM from the tree first on PYTHONPATH, on the
+CPU platform, and never reaches for a model hub: tests that need one fail at
+once on both trees instead of retrying the network for minutes.
+"""
+
+import os
+from pathlib import Path
+
+# The environment of every upstream test run, pristine and patched alike; it
+# is part of the key of cached pristine outcomes.
+UPSTREAM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"}
+
+
+def harness_root() -> Path:
+    """The directory that holds the harness package, for PYTHONPATH."""
+    return Path(__file__).resolve().parents[2]
+
+
+def tree_env(tree: Path | None, with_harness: bool = True, **extra: str) -> dict:
+    """os.environ plus what runs Python in a vLLM tree: the tree first on
+    PYTHONPATH, then the harness unless ``with_harness`` is false, the CPU
+    platform and no model hub. With ``tree`` None, the installed vllm (an
+    engine) is used on whatever platform it was built for."""
+    paths = [str(tree)] if tree is not None else []
+    if with_harness:
+        paths.append(str(harness_root()))
+    env = UPSTREAM_ENV if tree is not None else {"HF_HUB_OFFLINE": "1"}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **env, **extra}

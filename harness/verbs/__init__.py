@@ -1,0 +1,25 @@
+"""One module per verb of ``python -m harness``.
+
+Each holds ``register(parser)``, which adds the verb's options and sets
+``run``, and ``run(args) -> int``, which asks the core modules for the work,
+prints the result and returns the exit status. Heavy or optional imports
+happen inside ``run``, so that ``VERB --help`` needs only the standard
+library.
+"""
+
+from harness.targets import TIERS
+
+
+def add_target_arguments(parser, tier: bool = True, target_default=None) -> None:
+    """``--target`` (and ``--tier``), as every verb that works on a target
+    takes them."""
+    if target_default is None:
+        parser.add_argument("--target", required=True, help="a target of targets.toml")
+    else:
+        parser.add_argument(
+            "--target",
+            default=target_default,
+            help=f"a target of targets.toml (default {target_default})",
+        )
+    if tier:
+        parser.add_argument("--tier", choices=TIERS, default="default")

@@ -1,0 +1,82 @@
+"""`ci`: the hosted CI's matrix from harness/targets.toml, and its verdict table.
+
+    python -m harness ci matrix              the matrix as one line of JSON
+    python -m harness ci summary REPORT...   verdict JSON as a Markdown table
+
+The matrix has one entry per target and tier of the pin file:
+`{"include": [{"target", "tier", "toxenv", "source_id"}, ...]}`, where toxenv
+is the tox environment that runs the verdict and source_id names the pristine
+source for cache keys (the sdist's sha256, a git source's commit, "" for a
+local path). The workflow (.github/workflows/ci.yml) reads it with
+`fromJSON`, so a target added to the pin file is in CI without editing the
+workflow.
+
+Only the standard library is needed: the workflow runs this before any install.
+"""
+
+import json
+from pathlib import Path
+
+from harness.targets import Target, load_targets
+from harness.verdict import COLUMNS, Verdict
+
+
+def register(parser) -> None:
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands.add_parser(
+        "matrix", help="every target x tier of harness/targets.toml, as JSON"
+    ).set_defaults(run=print_matrix)
+    summary_parser = commands.add_parser(
+        "summary", help="render verdict JSON reports as a Markdown table"
+    )
+    summary_parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT")
+    summary_parser.set_defaults(run=print_summary)
+
+
+def print_matrix(args) -> int:
+    print(json.dumps(matrix(load_targets())))
+    return 0
+
+
+def print_summary(args) -> int:
+    print(summary(args.reports))
+    return 0
+
+
+def matrix(targets: dict[str, Target]) -> dict:
+    return {
+        "include": [
+            {
+                "target": target.name,
+                "tier": tier,
+                "toxenv": target.toxenv(tier),
+                "source_id": target.source.source_id(),
+            }
+            for target in targets.values()
+            for tier in target.series
+        ]
+    }
+
+
+def summary(reports: list[Path]) -> str:
+    """A Markdown table with a row per report, then a line per missing report."""
+    rows, missing = [], []
+    for report in reports:
+        if report.is_file():
+            row = Verdict.from_json(json.loads(report.read_text())).row()
+            rows.append([row[column] for column in COLUMNS])
+        else:
+            missing.append(
+                f"No verdict at `{report}`: the run stopped before writing one "
+                "(see the job's log)."
+            )
+    lines = []
+    if rows:
+        lines.append(_table_line(COLUMNS))
+        lines.append(_table_line(["---"] * len(COLUMNS)))
+        lines += [_table_line(row) for row in rows]
+    return "\n".join(lines + missing)
+
+
+def _table_line(cells) -> str:
+    return "| " + " | ".join(cells) + " |"

@@ -1,0 +1,32 @@
+"""`consumers`: what Dynamo's radix tree rejects, pristine against patched."""
+
+from harness.consumers import DEFAULT_OPS, DEFAULT_SEEDS
+from harness.targets import TIERS
+from harness.verbs import add_target_arguments
+
+
+def register(parser) -> None:
+    parser.description = (
+        "Run the seeded workloads in the pristine and the patched trees of a "
+        "target, apply their KV events to NVIDIA Dynamo's RadixTree and print "
+        "rejected stores and removals per cause."
+    )
+    add_target_arguments(parser, tier=False, target_default="main")
+    parser.add_argument(
+        "--tier",
+        dest="tiers",
+        action="append",
+        choices=TIERS,
+        help="repeat for several (default: default and strict)",
+    )
+    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
+    parser.add_argument("--ops", type=int, default=DEFAULT_OPS)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from harness.consumers.replay import compare, render
+
+    comparisons = compare(args.target, args.tiers or list(TIERS), args.seeds, args.ops)
+    print(render(comparisons))
+    return 0

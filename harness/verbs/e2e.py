@@ -1,0 +1,78 @@
+"""`e2e`: a real vLLM engine's KV events, as released against patched."""
+
+from pathlib import Path
+
+from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET
+from harness.targets import TIERS
+from harness.trees.wheel import VLLM_CPU
+
+
+def register(parser) -> None:
+    parser.description = (
+        "Run a tiny local model on the installed vLLM with KV events over ZMQ, "
+        "as released and with the target's patched files overlaid, and check "
+        f"both captured streams. On CPU: `python -m harness e2e install` first "
+        f"({VLLM_CPU}, target {DEFAULT_TARGET})."
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands.add_parser("install", help=f"install {VLLM_CPU} here").set_defaults(
+        run=install
+    )
+    check = commands.add_parser("run", help="pristine and patched sessions, checked")
+    check.add_argument(
+        "--target",
+        default=DEFAULT_TARGET,
+        help="whose series to overlay; its vLLM release must be installed "
+        f"(default {DEFAULT_TARGET}, for {VLLM_CPU})",
+    )
+    check.add_argument(
+        "--dtype", default=DEFAULT_DTYPE, help=f"default {DEFAULT_DTYPE}"
+    )
+    check.add_argument("--seed", type=int, default=0)
+    check.set_defaults(run=run)
+    copy = commands.add_parser(
+        "overlay",
+        help="copy a target's patched Python files over the installed vllm",
+    )
+    copy.add_argument("--target", required=True)
+    copy.add_argument("--tier", choices=TIERS, default="default")
+    copy.add_argument("--restore", action="store_true", help="put the pristine back")
+    copy.set_defaults(run=overlay)
+    engine = commands.add_parser("engine", help="one engine session (internal)")
+    engine.add_argument("--model", type=Path, required=True)
+    engine.add_argument("--endpoint", required=True)
+    engine.add_argument("--dtype", required=True)
+    engine.add_argument("--seed", type=int, required=True)
+    engine.set_defaults(run=engine_session)
+
+
+def install(args) -> int:
+    from harness.trees.wheel import install_wheel
+
+    install_wheel(VLLM_CPU)
+    return 0
+
+
+def run(args) -> int:
+    from harness.runs.e2e import end_to_end
+
+    print(end_to_end(args.target, args.dtype, args.seed).render())
+    return 0
+
+
+def overlay(args) -> int:
+    from harness.series.overlay import prepare_overlay
+
+    prepared = prepare_overlay(args.target, args.tier)
+    if args.restore:
+        prepared.restore()
+    else:
+        prepared.apply()
+    return 0
+
+
+def engine_session(args) -> int:
+    from harness.runs.engine import engine_session
+
+    engine_session(args.model, args.endpoint, args.dtype, args.seed)
+    return 0

@@ -1,0 +1,70 @@
+"""`test`: upstream tests pristine against patched, then the conformance suite."""
+
+import json
+import time
+from pathlib import Path
+
+from harness.targets import SELECTIONS
+from harness.verbs import add_target_arguments
+
+
+def register(parser) -> None:
+    add_target_arguments(parser)
+    parser.add_argument(
+        "--selection",
+        choices=SELECTIONS,
+        default="ci",
+        help="ci: the target's upstream_tests; full: its upstream_tests_full",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="rerun the pristine tests, ignore the cache",
+    )
+    parser.add_argument(
+        "-n",
+        dest="workers",
+        default="auto",
+        help="pytest-xdist workers for the upstream tests (default: auto)",
+    )
+    parser.add_argument(
+        "--report",
+        type=Path,
+        help="where to write the verdict as JSON (default: "
+        "reports/TARGET-TIER-SELECTION.json in the cache directory)",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from harness import cache
+    from harness.runs.conformance import run_conformance
+    from harness.runs.upstream import pristine_outcomes, run_upstream
+    from harness.series.apply import cached_patched_tree
+    from harness.targets import get_target
+    from harness.trees.sources import pristine_tree
+    from harness.verdict import Verdict
+
+    started = time.monotonic()
+    target = get_target(args.target)
+    tests = target.selection(args.selection)
+    pristine = pristine_tree(target)
+    patched = cached_patched_tree(target, args.tier)
+    before = pristine_outcomes(target, pristine, tests, args.workers, args.fresh)
+    after = run_upstream(patched, tests, args.workers, "patched")
+    conformance = run_conformance(target, args.tier, pristine, patched)
+    verdict = Verdict(
+        target=target.name,
+        tier=args.tier,
+        selection=args.selection,
+        pristine=before,
+        patched=after,
+        conformance=conformance,
+        wall_seconds=time.monotonic() - started,
+    )
+    report = args.report or cache.report(target.name, args.tier, args.selection)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(json.dumps(verdict.as_json(), indent=1) + "\n")
+    print(verdict.render())
+    print(f"verdict written to {report}")
+    return 0 if verdict.passed else 1

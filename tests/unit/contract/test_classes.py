@@ -1,0 +1,135 @@
+"""A workload's violations sorted into classes, and C7 between two runs,
+on hand-built records (no vLLM)."""
+
+import pytest
+from support.events import labelled, removed, stored
+
+from harness.contract.checker import sha256_hash_model
+from harness.contract.classes import CLASSES, RULES, replay, wire_differences
+from harness.contract.records import OpRecord, RunEnd, RunStart
+
+HBS = 2
+NONE_HASH = b"\x07" * 32
+MODEL = sha256_hash_model(HBS, NONE_HASH, int_block_hashes=True)
+FULL = "full@full_attention"
+
+
+def start(ops: int = 1) -> RunStart:
+    return RunStart(
+        config="hand-built",
+        seed=0,
+        ops=ops,
+        hash_block_size=HBS,
+        num_blocks=8,
+        block_sizes=[4],
+        group_kinds=["full_attention"],
+        medium="GPU",
+        none_hash=NONE_HASH,
+        int_block_hashes=True,
+        tree="nowhere",
+    )
+
+
+def chain(tokens: list[int]) -> dict[int, int]:
+    """The hash at each hash-block boundary of ``tokens``, by its end."""
+    value, hashes = None, {}
+    for end in range(HBS, len(tokens) + 1, HBS):
+        value = MODEL.chunk_hash(value, tuple(tokens[end - HBS : end]), None)
+        hashes[end] = MODEL.external(value)
+    return hashes
+
+
+TOKENS = list(range(8))
+H = chain(TOKENS)
+G = chain([9, 9, 9, 9])
+
+
+def full_block():
+    return stored([H[4]], None, block_size=4, tokens=TOKENS[:4])
+
+
+def run_of(*ops) -> list:
+    """Records of a run whose operations emitted ``ops`` (lists of
+    (label, event)), not drained at the end."""
+    records = [start(len(ops))]
+    records += [
+        OpRecord(index, "op", [labelled(label, event) for label, event in events])
+        for index, events in enumerate(ops)
+    ]
+    return [*records, RunEnd(drained=False)]
+
+
+def test_the_classes_and_rules_are_the_registrys():
+    assert CLASSES == ("K1", "K2", "K3", "K4", "K5")
+    assert RULES == ("C1", "C2", "C3", "C4", "C5", "C6")
+
+
+@pytest.mark.parametrize(
+    ("label", "event", "expected"),
+    [
+        ("partial:first@full_attention", stored([H[8]], H[6], tokens=TOKENS[6:]), "K1"),
+        ("partial:replace@mamba", stored([H[8]], H[6], tokens=TOKENS[6:]), "K1"),
+        ("partial:first-block@full_attention", stored([G[4]], G[2]), "K2"),
+        ("partial:promotion@full_attention", stored([H[8]], H[6]), "K3"),
+        ("full@sliding_window", stored([5], 3, block_size=4), "K4"),
+        ("full@mamba", stored([5, 6], None, tokens=[1, 2, 3]), "K4"),
+        ("full@full_attention", stored([5], 3, block_size=4), "C1:full@full_attention"),
+        ("evict:allocate", removed([42]), "C2:evict:allocate"),
+    ],
+)
+def test_a_violation_is_classed_by_the_operation_that_emitted_it(
+    label, event, expected
+):
+    run = replay(run_of([(FULL, full_block())], [(label, event)]))
+    assert [name for name, _ in run.findings] == [expected]
+    if expected in CLASSES:
+        assert run.classes[expected] == 1
+        assert run.unclassified() == []
+    else:
+        assert run.unclassified() == run.findings
+
+
+def test_k5_counts_stores_of_a_live_hash():
+    run = replay(run_of([(FULL, full_block())], [(FULL, full_block())]))
+    assert run.findings == []
+    assert run.classes["K5"] == 1
+
+
+def test_c4_is_never_a_class_but_names_the_operation():
+    run = replay(run_of([(FULL, stored([H[4]], None, block_size=4, tokens=[0] * 4))]))
+    assert [(name, v.rule) for name, v in run.findings] == [(f"C4:{FULL}", "C4")]
+    assert run.unclassified() == run.findings
+
+
+ANCESTRY = ("partial:first@full_attention", stored([H[6]], H[4], tokens=TOKENS[4:6]))
+ENTRY = ("partial:first@full_attention", stored([H[8]], H[6], tokens=TOKENS[6:]))
+
+
+def test_c7_accepts_ancestry_stores_and_their_removals_of_a_fixed_class():
+    pristine = replay(
+        run_of([(FULL, full_block()), ENTRY], [("evict", removed([H[8]]))])
+    )
+    patched = replay(
+        run_of(
+            [(FULL, full_block()), ANCESTRY, ENTRY],
+            [("evict", removed([H[8]])), ("evict", removed([H[6]]))],
+        )
+    )
+    assert pristine.classes["K1"] == 1 and patched.classes["K1"] == 0
+    assert wire_differences(pristine, patched, fixed={"K1"}) == []
+
+
+def test_c7_refuses_an_added_store_of_a_class_the_tier_does_not_fix():
+    pristine = replay(run_of([(FULL, full_block()), ENTRY]))
+    patched = replay(run_of([(FULL, full_block()), ANCESTRY, ENTRY]))
+    assert wire_differences(pristine, patched, fixed={"K2"}) == [
+        "op 0 (partial:first@full_attention): added store is not an ancestry store"
+    ]
+
+
+def test_c7_refuses_a_pristine_event_that_went_missing():
+    pristine = replay(run_of([(FULL, full_block()), ENTRY]))
+    patched = replay(run_of([(FULL, full_block())]))
+    assert wire_differences(pristine, patched, fixed={"K1"}) == [
+        "op 0: pristine events missing or reordered"
+    ]

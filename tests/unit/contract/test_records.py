@@ -1,0 +1,41 @@
+"""Workload records survive the file they are written to."""
+
+from support.events import labelled, stored
+
+from harness.contract.records import (
+    BookkeepingSample,
+    OpRecord,
+    PoolSnapshot,
+    RunEnd,
+    RunStart,
+    encode_record,
+    read_records,
+)
+
+START = RunStart(
+    config="pool-2x6",
+    seed=7,
+    ops=1,
+    hash_block_size=2,
+    num_blocks=24,
+    block_sizes=[6],
+    group_kinds=["full_attention"],
+    medium="GPU",
+    none_hash=b"\x00" * 32,
+    int_block_hashes=True,
+    tree="/trees/vllm",
+)
+
+
+def test_every_kind_of_record_reads_back_as_written(tmp_path):
+    records = [
+        START,
+        OpRecord(0, "new", [labelled("full@full_attention", stored([1], None))]),
+        PoolSnapshot(0, {0: [1, b"\x01" * 32]}),
+        BookkeepingSample(0, {"_ancestry_ref_cnt": 3}),
+        BookkeepingSample(1, None),
+        RunEnd(drained=True),
+    ]
+    path = tmp_path / "run.rec"
+    path.write_bytes(b"".join(encode_record(record) for record in records))
+    assert read_records(path) == records

@@ -1,0 +1,66 @@
+"""Decoding captured payloads without vLLM."""
+
+import msgspec
+import pytest
+from support.events import GPU, payloads, removed, stored
+
+from harness.contract.wire import decode_batches, split_payloads
+from harness.errors import UnreadableStream
+
+
+def test_split_payloads_finds_each_payload_offset():
+    first = payloads([stored([1], None)])
+    data = payloads([stored([1], None)], [removed([1])], [])
+    offsets = [offset for offset, _ in split_payloads(data)]
+    assert offsets[:2] == [0, len(first)]
+    assert len(offsets) == 3
+    assert [len(batch.events) for _, batch in decode_batches(data)] == [1, 1, 0]
+
+
+def test_truncated_payload_names_its_start_offset():
+    data = payloads([stored([1], None)], [removed([1])])
+    cut = len(payloads([stored([1], None)]))
+    with pytest.raises(UnreadableStream) as caught:
+        list(decode_batches(data[: cut + 3]))
+    assert caught.value.position == f"byte {cut}"
+
+
+def test_unknown_event_tag_is_unreadable_input():
+    class BlockMoved(msgspec.Struct, tag=True):
+        block_hashes: list[int]
+
+    class FutureBatch(msgspec.Struct, array_like=True):
+        ts: float
+        events: list[BlockMoved]
+
+    good = payloads([stored([1], None)])
+    data = good + msgspec.msgpack.encode(FutureBatch(0.0, [BlockMoved([1])]))
+    with pytest.raises(UnreadableStream) as caught:
+        list(decode_batches(data))
+    assert caught.value.position == f"byte {len(good)}"
+    assert "BlockMoved" in caught.value.reason
+
+
+def test_fields_added_by_later_releases_are_ignored():
+    class LaterBlockStored(msgspec.Struct, tag="BlockStored"):
+        block_hashes: list[int]
+        parent_block_hash: int | None
+        token_ids: list[int]
+        block_size: int
+        lora_id: int | None
+        medium: str | None
+        lora_name: str | None
+        group_idx: int | None
+        skipped_parent_block_hash: int | None
+
+    class LaterBatch(msgspec.Struct, array_like=True):
+        ts: float
+        events: list[LaterBlockStored]
+        data_parallel_rank: int
+        publisher_id: str
+
+    event = LaterBlockStored([1], None, [0, 1], 2, None, GPU, None, 0, 42)
+    data = msgspec.msgpack.encode(LaterBatch(1.0, [event], 0, "p"))
+    [(_, batch)] = list(decode_batches(data))
+    assert batch.events == [stored([1], None)]
+    assert batch.data_parallel_rank == 0

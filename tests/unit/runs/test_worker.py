@@ -1,0 +1,61 @@
+"""The JSON-lines worker protocol, with a child that runs a tiny handler."""
+
+import pytest
+
+from harness.errors import WorkloadError
+from harness.runs.worker import TreeWorker
+
+CHILD = """
+import sys
+from harness.runs.worker import serve
+
+def handle(request):
+    print("a log line on stdout, as vLLM writes them")
+    if request.get("fail"):
+        raise ValueError("asked to fail")
+    if request.get("exit"):
+        sys.exit(3)
+    return {"doubled": 2 * request["n"]}
+
+serve(handle)
+"""
+
+
+@pytest.fixture
+def worker(tmp_path):
+    with TreeWorker(tmp_path, ["-c", CHILD], tmp_path / "worker.log") as child:
+        yield child
+
+
+def test_replies_come_back_in_order_and_logs_go_to_the_log(worker, tmp_path):
+    worker.submit({"n": 1})
+    worker.submit({"n": 2})
+    assert worker.wait() == {"ok": True, "doubled": 2}
+    assert worker.wait() == {"ok": True, "doubled": 4}
+    assert worker.ask({"n": 5})["doubled"] == 10
+    log = (tmp_path / "worker.log").read_text()
+    assert log.count("a log line on stdout") == 3
+
+
+def test_a_failing_request_names_the_tree_the_error_and_the_log(worker, tmp_path):
+    with pytest.raises(WorkloadError) as failed:
+        worker.ask({"fail": True})
+    message = str(failed.value)
+    assert message.startswith(f"{tmp_path}: ValueError: asked to fail\n")
+    assert "a log line on stdout" in message
+    assert worker.ask({"n": 3})["doubled"] == 6  # the worker goes on
+
+
+def test_a_worker_that_exits_is_an_error(worker):
+    with pytest.raises(WorkloadError, match="the worker exited"):
+        worker.ask({"exit": True})
+
+
+def test_the_child_runs_with_the_tree_first_on_its_path(tmp_path):
+    (tmp_path / "probe_module.py").write_text("WHERE = 'the tree'\n")
+    child = CHILD.replace(
+        'return {"doubled"',
+        'import probe_module\n    return {"where": probe_module.WHERE, "doubled"',
+    )
+    with TreeWorker(tmp_path, ["-c", child], tmp_path / "worker.log") as worker:
+        assert worker.ask({"n": 1})["where"] == "the tree"

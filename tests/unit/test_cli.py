@@ -1,0 +1,99 @@
+"""The one entry point: lazy verbs, help on the standard library alone, and
+errors caught once with their own exit codes."""
+
+import subprocess
+import sys
+
+import pytest
+from support import REPO_ROOT
+
+from harness import cli, errors
+
+# Everything the harness needs that is not in the standard library.
+NOT_STDLIB = (
+    "msgspec",
+    "filelock",
+    "zmq",
+    "dynamo",
+    "packaging",
+    "vllm",
+    "torch",
+    "pytest",
+)
+
+
+def run_without_dependencies(*args: str) -> subprocess.CompletedProcess:
+    """``python -m harness ARGS`` where importing any NOT_STDLIB fails."""
+    blocker = (
+        "import sys\n"
+        f"for name in {NOT_STDLIB!r}:\n"
+        "    sys.modules[name] = None\n"
+        "from harness.cli import main\n"
+        f"sys.exit(main({list(args)!r}))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", blocker],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_help_lists_every_verb_and_exit_status_with_the_standard_library_only():
+    result = run_without_dependencies("--help")
+    assert result.returncode == 0, result.stderr
+    for verb in cli.VERBS:
+        assert f"\n    {verb}" in result.stdout
+    assert "exit status:" in result.stdout
+    for code in errors.exit_codes():
+        assert f"  {code:>3}  " in result.stdout
+
+
+@pytest.mark.parametrize("verb", sorted(cli.VERBS))
+def test_every_verb_help_needs_the_standard_library_only(verb):
+    result = run_without_dependencies(verb, "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: python -m harness {verb}")
+
+
+def test_only_the_verb_asked_for_is_imported():
+    probe = (
+        "import sys\n"
+        "from harness.cli import build_parser\n"
+        "build_parser('targets')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('harness.verbs.')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert result.stdout.strip() == "['harness.verbs.targets']", result.stderr
+
+
+def test_no_verb_prints_help_and_exits_2(capsys):
+    assert cli.main([]) == 2
+    assert "VERB" in capsys.readouterr().out
+
+
+def test_unknown_verb_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["frobnicate"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'frobnicate'" in capsys.readouterr().err
+
+
+def test_a_user_error_is_one_line_with_its_own_exit_code(capsys):
+    assert cli.main(["fetch", "--target", "no-such-target"]) == (
+        errors.TargetError.exit_code
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown target 'no-such-target' (known: main")
+    assert err.count("\n") == 1
+
+
+def test_every_error_class_has_an_exit_code_of_its_own():
+    classes = [errors.UserError, *errors.UserError.__subclasses__()]
+    codes = [error.exit_code for error in classes]
+    assert len(set(codes)) == len(codes)
+    assert not set(codes) & set(errors.EXIT_CODES), "0, 1, 2 and 130 are taken"
+    assert set(errors.exit_codes()) == set(codes) | set(errors.EXIT_CODES)

@@ -1,0 +1,200 @@
+import configparser
+import json
+import re
+import tomllib
+
+from support import REPO_ROOT
+from support.trees import target_table, write_pins
+
+from harness import cli
+from harness.targets import load_targets
+from harness.verbs.ci import matrix, summary
+from harness.verdict import COLUMNS, Conformance, Verdict
+
+WORKFLOW = REPO_ROOT / ".github" / "workflows" / "ci.yml"
+TARGETS_FILE = REPO_ROOT / "harness" / "targets.toml"
+SHA = "ab" * 32
+COMMIT = "c0" * 20
+
+
+def expand(name: str) -> set[str]:
+    """tox's generative names: vllm-{a,b}{,-strict} -> vllm-a, vllm-a-strict, ..."""
+    group = re.search(r"\{([^{}]*)\}", name)
+    if not group:
+        return {name}
+    head, tail = name[: group.start()], name[group.end() :]
+    return set().union(*(expand(head + part + tail) for part in group[1].split(",")))
+
+
+def tox_ini() -> configparser.ConfigParser:
+    config = configparser.ConfigParser(interpolation=None)
+    config.read(REPO_ROOT / "tox.ini")
+    return config
+
+
+def tox_envs() -> set[str]:
+    names = [section.removeprefix("testenv:") for section in tox_ini().sections()]
+    return set().union(*(expand(name) for name in names if name != "tox"))
+
+
+def test_expand_follows_tox_generative_names():
+    assert expand("vllm-{main,0.30}{,-strict}") == {
+        "vllm-main",
+        "vllm-main-strict",
+        "vllm-0.30",
+        "vllm-0.30-strict",
+    }
+    assert expand("lint") == {"lint"}
+
+
+def test_workflow_runs_the_generated_matrix():
+    workflow = WORKFLOW.read_text()
+    assert "matrix=$(python -m harness ci matrix)" in workflow
+    assert "matrix: ${{ fromJSON(needs.matrix.outputs.matrix) }}" in workflow
+    assert "TOX_ENV: ${{ matrix.toxenv }}" in workflow
+    assert 'tox -e "$TOX_ENV" -- --report "$VERDICT"' in workflow
+
+
+def test_matrix_is_every_target_and_tier_of_the_pin_file():
+    pins = tomllib.loads(TARGETS_FILE.read_text())["targets"]
+    expected = [
+        (name, tier) for name, table in pins.items() for tier in table["series"]
+    ]
+    entries = matrix(load_targets())["include"]
+    assert [(entry["target"], entry["tier"]) for entry in entries] == expected
+    assert ("0.30", "strict") in expected
+    for entry in entries:
+        assert entry["source_id"] == pins[entry["target"]]["source"]["sha256"]
+
+
+def test_every_toxenv_the_workflow_runs_is_defined_in_tox_ini():
+    defined = tox_envs()
+    toxenvs = {entry["toxenv"] for entry in matrix(load_targets())["include"]}
+    assert toxenvs <= defined, toxenvs - defined
+    checks = re.search(r"toxenv: \[(.*)\]", WORKFLOW.read_text())[1].split(", ")
+    assert set(checks) == {"harness", "lint", "consumers", "e2e"}
+    assert set(checks) <= defined
+    assert "tox -e vllm-main-gpu" in WORKFLOW.read_text()
+    assert "vllm-main-gpu" in defined
+
+
+def test_matrix_is_tox_ini_matrix_label():
+    labels = {
+        name.strip(): envs.split(",")
+        for name, envs in (
+            line.split("=", 1)
+            for line in tox_ini()["tox"]["labels"].strip().splitlines()
+        )
+    }
+    label = {env.strip() for env in labels["matrix"]}
+    assert {entry["toxenv"] for entry in matrix(load_targets())["include"]} == label
+
+
+def test_a_new_target_enters_the_matrix_with_its_tiers(tmp_path):
+    default_only = target_table(
+        f'{{ sdist = "vllm==9.9.9", sha256 = "{SHA}" }}'
+    ).replace(', strict = "series.strict"', "")
+    git = target_table(f'{{ git = "/srv/vllm.git", commit = "{COMMIT}" }}')
+    path = target_table('{ path = "vendor/vllm" }')
+    pins = write_pins(
+        tmp_path,
+        default_only
+        + git.replace("[targets.t]", "[targets.g]")
+        + path.replace("[targets.t]", '[targets."1.0"]'),
+    )
+    assert matrix(load_targets(pins)) == {
+        "include": [
+            {"target": "t", "tier": "default", "toxenv": "vllm-t", "source_id": SHA},
+            {"target": "g", "tier": "default", "toxenv": "vllm-g", "source_id": COMMIT},
+            {
+                "target": "g",
+                "tier": "strict",
+                "toxenv": "vllm-g-strict",
+                "source_id": COMMIT,
+            },
+            {"target": "1.0", "tier": "default", "toxenv": "vllm-1.0", "source_id": ""},
+            {
+                "target": "1.0",
+                "tier": "strict",
+                "toxenv": "vllm-1.0-strict",
+                "source_id": "",
+            },
+        ]
+    }
+
+
+def test_main_prints_the_matrix_as_one_line_of_json(capsys):
+    assert cli.main(["ci", "matrix"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    assert json.loads(out) == matrix(load_targets())
+
+
+def a_verdict(**changes) -> Verdict:
+    fields = {
+        "target": "main",
+        "tier": "strict",
+        "selection": "ci",
+        "pristine": {"t::a": "passed", "t::b": "passed", "t::env": "failed"},
+        "patched": {
+            "t::a": "passed",
+            "t::b": "failed",
+            "t::env": "error",
+            "t::new": "failed",
+            "t::new2": "passed",
+        },
+        "conformance": Conformance("passed", 12, 0),
+        "wall_seconds": 125.4,
+    }
+    return Verdict(**(fields | changes))
+
+
+def rendered_row(verdict: Verdict) -> dict[str, str]:
+    """The row `python -m harness test` prints, column name -> value."""
+    header, values = verdict.render().splitlines()[:2]
+    return dict(
+        zip(re.split(r"\s{2,}", header), re.split(r"\s{2,}", values), strict=True)
+    )
+
+
+def test_summary_is_the_verdict_row_as_markdown(tmp_path):
+    verdict = a_verdict()
+    report = tmp_path / "vllm-main-strict.json"
+    report.write_text(json.dumps(verdict.as_json()))
+    lines = summary([report]).splitlines()
+    assert lines[0] == "| " + " | ".join(COLUMNS) + " |"
+    assert lines[1] == "|" + " --- |" * len(COLUMNS)
+    cells = dict(zip(COLUMNS, lines[2].strip("| ").split(" | "), strict=True))
+    assert cells == rendered_row(verdict) | {"selection": "ci", "verdict": "FAIL"}
+    assert cells["regressions"] == "1"
+    assert cells["added tests"] == "2 (1 failing)"
+    assert cells["conformance pass/fail"] == "12/0 passed"
+    assert cells["wall time"] == "2m05s"
+    assert len(lines) == 3
+
+
+def test_summary_rows_in_report_order_then_missing_reports(tmp_path, capsys):
+    clean = {"t::a": "passed", "t::b": "passed", "t::env": "failed"}
+    passing = a_verdict(patched=clean, conformance=Conformance("passed", 3, 0))
+    no_suite = a_verdict(patched=clean, conformance=Conformance("not present"))
+    reports = [tmp_path / "passing.json", tmp_path / "no-suite.json"]
+    for report, verdict in zip(reports, (passing, no_suite), strict=True):
+        report.write_text(json.dumps(verdict.as_json()))
+    missing = tmp_path / "vllm-0.30.json"
+    assert cli.main(["ci", "summary", *map(str, reports), str(missing)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [
+        dict(zip(COLUMNS, line.strip("| ").split(" | "), strict=True))
+        for line in lines[2:4]
+    ]
+    assert rows[0] == rendered_row(passing) | {"selection": "ci", "verdict": "PASS"}
+    assert rows[1] == rendered_row(no_suite) | {"selection": "ci", "verdict": "FAIL"}
+    assert rows[1]["conformance pass/fail"] == "not present"
+    assert lines[4:] == [
+        f"No verdict at `{missing}`: the run stopped before writing one "
+        "(see the job's log)."
+    ]
+
+
+def test_summary_of_only_missing_reports_has_no_table(tmp_path):
+    assert summary([tmp_path / "none.json"]).startswith("No verdict at ")

@@ -1,0 +1,127 @@
+import json
+import shutil
+
+import pytest
+from support.trees import (
+    POOL,
+    TEST_POOL,
+    UPSTREAM_OUTCOMES,
+    UPSTREAM_TREE,
+    diff,
+    make_sdist,
+    sha256_of,
+    target_table,
+    use_checkout,
+    write_pins,
+    write_tree,
+)
+
+from harness import cli
+from harness.runs import conformance
+
+ADD_TEST = diff(
+    "tests/test_a.py", TEST_POOL, TEST_POOL + "\n\ndef test_new_event():\n    pass\n"
+)
+BREAK_POOL = diff("vllm/pool.py", POOL, POOL.replace("4", "5"))
+CONFORMANCE = """\
+import json
+import os
+from pathlib import Path
+
+
+def test_trees_are_handed_over():
+    assert os.environ["HARNESS_TARGET"] == "t"
+    assert os.environ["HARNESS_TIER"] == "default"
+    pristine = Path(os.environ["HARNESS_PRISTINE_TREE"])
+    patched = Path(os.environ["HARNESS_PATCHED_TREE"])
+    assert pristine.is_absolute() and patched.is_absolute()
+    assert "test_new_event" in (patched / "tests" / "test_a.py").read_text()
+    assert "test_new_event" not in (pristine / "tests" / "test_a.py").read_text()
+    report = {"classes": {"K1": {"pristine": 3, "patched": 0}}, "rules": {"C1": "ok"}}
+    Path(os.environ["HARNESS_CONFORMANCE_REPORT"]).write_text(json.dumps(report))
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch, cache):
+    """A pin file with target t, its pristine tree and a conformance suite."""
+    write_tree(tmp_path / "pristine", UPSTREAM_TREE)
+    use_checkout(
+        monkeypatch, write_pins(tmp_path, target_table('{ path = "pristine" }'))
+    )
+    suite = write_tree(tmp_path / "conformance", {"test_conformance.py": CONFORMANCE})
+    monkeypatch.setattr(conformance, "conformance_suite", lambda: suite)
+    return tmp_path
+
+
+def use_patches(project, patches: dict[str, str]):
+    write_tree(project / "patches", patches)
+    (project / "patches" / "series").write_text(
+        "".join(f"{name}\n" for name in patches)
+    )
+
+
+def run_verb(*extra: str) -> int:
+    return cli.main(["test", "--target", "t", "-n", "0", *extra])
+
+
+def test_clean_series_passes_and_writes_the_report(project, capsys):
+    use_patches(project, {"0001-add-test.patch": ADD_TEST})
+    report = project / "verdict.json"
+    assert run_verb("--report", str(report)) == 0
+    out = capsys.readouterr().out
+    assert "tests/test_a.py::test_new_event  passed" in out
+    assert "tests/test_a.py::test_needs_gpu  failed -> failed" in out
+    assert "  K1: 3 -> 0" in out
+    assert out.rstrip().endswith(f"verdict written to {report}")
+    data = json.loads(report.read_text())
+    assert data["passed"] is True
+    assert data["pristine"]["outcomes"] == UPSTREAM_OUTCOMES
+    assert data["added"] == {"tests/test_a.py::test_new_event": "passed"}
+    assert data["conformance"]["status"] == "passed"
+    assert data["conformance"]["report"]["rules"] == {"C1": "ok"}
+
+
+def test_regression_fails_the_verdict(project, capsys):
+    use_patches(
+        project, {"0001-add-test.patch": ADD_TEST, "0002-break.patch": BREAK_POOL}
+    )
+    assert run_verb() == 1
+    out = capsys.readouterr().out
+    assert "tests/test_a.py::test_capacity  passed -> failed" in out
+    assert out.splitlines()[1].split()[4] == "1"  # the regressions column
+    assert "verdict: FAIL" in out
+
+
+def test_missing_conformance_suite_fails_the_verdict(project, monkeypatch, capsys):
+    use_patches(project, {"0001-add-test.patch": ADD_TEST})
+    monkeypatch.setattr(
+        conformance, "conformance_suite", lambda: project / "no-such-suite"
+    )
+    assert run_verb() == 1
+    captured = capsys.readouterr()
+    assert "conformance: not present" in captured.err
+    assert "not present" in captured.out.splitlines()[1]
+
+
+def test_pristine_outcomes_are_cached_per_source_and_fresh_reruns_them(
+    project, monkeypatch, capsys
+):
+    archive = make_sdist(project / "index", "vllm", "9.9.9", UPSTREAM_TREE)
+    source = f'{{ sdist = "vllm==9.9.9", sha256 = "{sha256_of(archive)}" }}'
+    write_pins(project, target_table(source))
+    monkeypatch.setattr(
+        "harness.trees.sources.pip_download",
+        lambda source, dest: shutil.copy(archive, dest / archive.name),
+    )
+    use_patches(project, {"0001-add-test.patch": ADD_TEST})
+    monkeypatch.setattr(
+        conformance, "conformance_suite", lambda: project / "no-such-suite"
+    )
+    runs_on_pristine = []
+    for extra in ((), (), ("--fresh",)):
+        run_verb(*extra)
+        err = capsys.readouterr().err
+        runs_on_pristine.append("upstream tests, pristine tree" in err)
+        assert ("pristine outcomes from the cache" in err) != runs_on_pristine[-1]
+    assert runs_on_pristine == [True, False, True]
