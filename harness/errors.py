@@ -109,6 +109,26 @@ class E2EError(UserError):
     exit_code = 14
 
 
+class MissingDependency(UserError):
+    """An optional dependency the verb needs is not installed."""
+
+    exit_code = 15
+
+
+def require(module: str, extra: str):
+    """Import ``module`` of the optional dependencies ``extra`` of
+    pyproject.toml, or say how to install them."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingDependency(
+            f"{module.split('.')[0]} is not installed; install the harness's "
+            f"{extra!r} extra: pip install -e '.[{extra}]' in the checkout"
+        ) from None
+
+
 def exit_codes() -> dict[int, str]:
     """Every exit status a verb can end with, and what it means."""
     codes = dict(EXIT_CODES)

@@ -41,11 +41,12 @@ cd "$repo"
 step "venv $work/venv with $wheel"
 "${PYTHON:-python3}" -m venv "$work/venv"
 py=$work/venv/bin/python
-# pytest-asyncio and tblib: imported by vLLM's tests/conftest.py; the setuptools
-# plugins, cmake and ninja: pip prepares a vLLM sdist's metadata when the
-# harness fetches the pristine tree.
-"$py" -m pip install "$wheel" pytest pytest-asyncio tblib filelock msgspec \
-    pyzmq packaging setuptools_rust setuptools_scm wheel jinja2 cmake ninja
+# The harness with what its e2e check and upstream runs need (pyproject.toml's
+# extras); pytest-asyncio and tblib: imported by vLLM's tests/conftest.py; the
+# setuptools plugins, cmake and ninja: pip prepares a vLLM sdist's metadata
+# when the harness fetches the pristine tree.
+"$py" -m pip install "$wheel" --editable "${repo}[e2e,capture,verdict]" \
+    pytest-asyncio tblib setuptools_rust setuptools_scm wheel jinja2 cmake ninja
 
 step "pristine and patched trees of target $target"
 pristine=$("$py" -m harness fetch --target "$target")

@@ -41,6 +41,7 @@ from harness.contract.wire import (
     ExternalBlockHash,
     KVCacheEvent,
 )
+from harness.errors import require
 
 MASK_64 = (1 << 64) - 1
 
@@ -54,9 +55,8 @@ def dynamo_hash(block_hash: ExternalBlockHash) -> int:
 
 def tokens_hash(token_ids: list[int]) -> int:
     """Dynamo's hash of one block's token ids."""
-    from dynamo._core import compute_block_hash_for_seq
-
-    (value,) = compute_block_hash_for_seq(token_ids, len(token_ids))
+    core = require("dynamo._core", "consumers")
+    (value,) = core.compute_block_hash_for_seq(token_ids, len(token_ids))
     return value
 
 

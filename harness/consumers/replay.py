@@ -23,6 +23,7 @@ from harness.consumers.dynamo import DynamoAdapter, blocks_in
 from harness.contract.checker import StreamChecker
 from harness.contract.records import OpRecord, Record, RunEnd, read_records
 from harness.contract.wire import BlockRemoved, BlockStored, KVCacheEvent, decode_event
+from harness.errors import require
 from harness.log import progress
 from harness.runs.drivers import CONFIGS, SEED_EXAMPLE
 from harness.runs.worker import TreeWorker
@@ -96,9 +97,7 @@ def replay_into_dynamo(records: Iterable[Record]) -> ConsumerCount:
     evicted counts the blocks left in the tree."""
     # The tree logs a warning per rejection; they are counted here instead.
     os.environ.setdefault("DYN_LOG", "error")
-    from dynamo._core import RadixTree
-
-    tree = RadixTree()
+    tree = require("dynamo._core", "consumers").RadixTree()
     adapter = DynamoAdapter(tree)
     checker = StreamChecker()
     count = ConsumerCount()

