@@ -1,21 +1,47 @@
 """The pin file, harness/targets.toml, read into dataclasses and validated.
 
-Every error names the target and the field so that a broken pin is fixed where
-it is written. Files the pins point at (series files, local source trees) are
-checked when they are used, not here.
+A target's fields are resolved in a cascade: the `[defaults]` table, then the
+table of the target it names with `same_as` (if any), then its own table; a
+field written later replaces the earlier one whole. So a target states only
+what differs.
+
+Every error names the target and the field so that a broken pin is fixed
+where it is written, and an unknown field or name suggests the closest known
+one. Files the pins point at (series files, local source trees) are checked
+when they are used, not here.
 """
 
+import difflib
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness import checkout
+from harness.contract import CLASSES
 from harness.errors import TargetError
 
 # The tiers a series table may name; `default` is required.
 TIERS = ("default", "strict")
 SELECTIONS = ("ci", "full")
+# What a target's table may hold; every one of them but `same_as`,
+# `description` and `source` may also be written once in [defaults].
+FIELDS = (
+    "same_as",
+    "description",
+    "source",
+    "patches",
+    "series",
+    "fixes",
+    "wheels",
+    "upstream_tests",
+    "upstream_tests_full",
+)
+DEFAULT_FIELDS = FIELDS[3:]
+# Released wheels a target can name: `cpu` (a CPU build of the whole engine,
+# for `e2e`), `gpu` (the CUDA wheel, for vllm-TARGET-gpu; by default the
+# sdist's own release).
+WHEELS = ("cpu", "gpu")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _REQUIREMENT = re.compile(r"(?P<name>[A-Za-z0-9_.-]+)==(?P<version>[A-Za-z0-9_.+-]+)")
@@ -99,6 +125,11 @@ class Target:
     series: dict[str, str]
     upstream_tests: tuple[str, ...]
     upstream_tests_full: tuple[str, ...]
+    # Per tier: the classes (docs/contract.md) the tier's series fixes; the
+    # conformance suite holds every other class to its pristine count.
+    fixes: dict[str, frozenset[str]]
+    # Released wheels by kind (WHEELS), as NAME==VERSION.
+    wheels: dict[str, str]
 
     def series_file(self, tier: str) -> Path:
         if tier not in self.series:
@@ -112,6 +143,18 @@ class Target:
     def toxenv(self, tier: str) -> str:
         """The tox environment that runs this target's verdict for a tier."""
         return f"vllm-{self.name}" if tier == "default" else f"vllm-{self.name}-{tier}"
+
+    def gpu_toxenv(self) -> str:
+        """The tox environment that checks the series on the GPU wheel."""
+        return f"vllm-{self.name}-gpu"
+
+    def wheel(self, kind: str) -> str:
+        if kind not in self.wheels:
+            raise TargetError(
+                f"target {self.name}: no {kind} wheel (field wheels.{kind} in "
+                f"targets.toml)"
+            )
+        return self.wheels[kind]
 
     def selection(self, name: str) -> tuple[str, ...]:
         if name == "ci":
@@ -130,35 +173,65 @@ def load_targets(path: Path | None = None) -> dict[str, Target]:
         raise TargetError(f"cannot read {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise TargetError(f"{path} is not valid TOML: {exc}") from None
+    _known(f"{path}: table", document, ("defaults", "targets"))
     tables = document.get("targets")
     if not isinstance(tables, dict) or not tables:
         raise TargetError(f"{path} has no [targets.NAME] tables")
+    defaults = document.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise TargetError(f"{path}: [defaults] must be a table")
+    _known("[defaults]: field", defaults, DEFAULT_FIELDS)
     root = path.resolve().parent.parent
-    return {name: _parse_target(name, table, root) for name, table in tables.items()}
+    return {
+        name: _parse_target(name, {**defaults, **_cascade(name, tables, ())}, root)
+        for name in tables
+    }
 
 
 def get_target(name: str, path: Path | None = None) -> Target:
     targets = load_targets(path)
     if name not in targets:
         known = ", ".join(targets)
-        raise TargetError(f"unknown target {name!r} (known: {known})")
+        raise TargetError(
+            f"unknown target {name!r} (known: {known}){_hint(name, targets)}"
+        )
     return targets[name]
 
 
-def _parse_target(name: str, table: object, root: Path) -> Target:
+def _hint(name: str, known) -> str:
+    close = difflib.get_close_matches(str(name), [str(key) for key in known], n=1)
+    return f"; perhaps you meant {close[0]!r}?" if close else ""
+
+
+def _known(where: str, table: dict, allowed) -> None:
+    """Refuse keys of ``table`` not in ``allowed``, suggesting the closest."""
+    for key in table:
+        if key not in allowed:
+            raise TargetError(f"{where} {key!r} is not known{_hint(key, allowed)}")
+
+
+def _cascade(name: str, tables: dict, seen: tuple[str, ...]) -> dict:
+    """A target's own fields over those of the target it is `same_as`."""
+    table = tables[name]
     if not isinstance(table, dict):
         raise TargetError(f"target {name}: must be a table")
-    allowed = {
-        "description",
-        "source",
-        "patches",
-        "series",
-        "upstream_tests",
-        "upstream_tests_full",
-    }
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise TargetError(f"target {name}: unknown field(s) {', '.join(unknown)}")
+    _known(f"target {name}: field", table, FIELDS)
+    fields = dict(table)
+    other = fields.pop("same_as", None)
+    if other is None:
+        return fields
+    if not isinstance(other, str) or other not in tables:
+        raise TargetError(
+            f"target {name}: same_as names no target: {other!r}"
+            f"{_hint(str(other), tables)}"
+        )
+    if other in (name, *seen):
+        chain = " -> ".join((*seen, name, other))
+        raise TargetError(f"target {name}: same_as goes round in a circle: {chain}")
+    return {**_cascade(other, tables, (*seen, name)), **fields}
+
+
+def _parse_target(name: str, table: dict, root: Path) -> Target:
     series = _required(name, table, "series", dict)
     if "default" not in series:
         raise TargetError(f"target {name}: field series needs a 'default' tier")
@@ -166,19 +239,55 @@ def _parse_target(name: str, table: object, root: Path) -> Target:
         if tier not in TIERS:
             raise TargetError(
                 f"target {name}: field series names tier {tier!r}; tiers are "
-                f"{', '.join(TIERS)}"
+                f"{', '.join(TIERS)}{_hint(tier, TIERS)}"
             )
         if not isinstance(file_name, str) or not file_name:
             raise TargetError(f"target {name}: field series.{tier} must be a file name")
+    source = _parse_source(name, _required(name, table, "source", dict), root)
     return Target(
         name=name,
         description=_required(name, table, "description", str),
-        source=_parse_source(name, _required(name, table, "source", dict), root),
+        source=source,
         patches_dir=root / _required(name, table, "patches", str),
         series=dict(series),
         upstream_tests=_test_list(name, table, "upstream_tests"),
         upstream_tests_full=_test_list(name, table, "upstream_tests_full"),
+        fixes=_parse_fixes(name, _required(name, table, "fixes", dict), series),
+        wheels=_parse_wheels(name, table.get("wheels", {}), source),
     )
+
+
+def _parse_fixes(name: str, fixes: dict, series: dict) -> dict[str, frozenset[str]]:
+    """Per tier of the series table, the classes it fixes."""
+    _known(f"target {name}: field fixes: tier", fixes, tuple(series))
+    parsed = {}
+    for tier in series:
+        classes = fixes.get(tier)
+        if not isinstance(classes, list):
+            raise TargetError(
+                f"target {name}: field fixes.{tier} must list the classes the "
+                f"{tier} tier fixes (K1-K5), [] for none"
+            )
+        _known(f"target {name}: field fixes.{tier}: class", classes, tuple(CLASSES))
+        parsed[tier] = frozenset(classes)
+    return parsed
+
+
+def _parse_wheels(name: str, wheels: object, source: "Source") -> dict[str, str]:
+    if not isinstance(wheels, dict):
+        raise TargetError(f"target {name}: field wheels must be a table")
+    _known(f"target {name}: field wheels:", wheels, WHEELS)
+    parsed = {}
+    if isinstance(source, SdistSource):
+        parsed["gpu"] = f"{source.name}=={source.version}"
+    for kind, requirement in wheels.items():
+        if not isinstance(requirement, str) or not _REQUIREMENT.fullmatch(requirement):
+            raise TargetError(
+                f"target {name}: field wheels.{kind} must read NAME==VERSION, "
+                f"got {requirement!r}"
+            )
+        parsed[kind] = requirement
+    return parsed
 
 
 def _parse_source(name: str, source: dict, root: Path) -> Source:

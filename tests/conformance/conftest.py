@@ -5,7 +5,9 @@ The harness runs this suite with:
 
 - HARNESS_PRISTINE_TREE, HARNESS_PATCHED_TREE  vLLM source trees (required)
 - HARNESS_TIER                                 default | strict (default: default)
-- HARNESS_TARGET                               target name, for the report
+- HARNESS_TARGET                               the target of harness/targets.toml
+                                               (default: main); its `fixes` say
+                                               which classes the tier fixes
 - HARNESS_CONFORMANCE_REPORT                   where to write the JSON report
 """
 
@@ -29,12 +31,15 @@ from harness.contract.classes import (
 from harness.contract.records import read_records
 from harness.runs.worker import TreeWorker
 from harness.runs.workloads import WORKER_COMMAND
+from harness.targets import TIERS, get_target
 
 TREE_VARIABLES = ("HARNESS_PRISTINE_TREE", "HARNESS_PATCHED_TREE")
-TIERS = ("default", "strict")
-# Classes each tier of the series is meant to fix; every other class must
-# keep its pristine count.
-TIER_FIXES = {"default": {"K1"}, "strict": {"K1", "K2", "K3"}}
+
+
+def tier_fixes_of(tier: str) -> frozenset[str]:
+    """The classes the tier is meant to fix (targets.toml's `fixes`); every
+    other class must keep at most its pristine count."""
+    return get_target(os.environ.get("HARNESS_TARGET", "main")).fixes[tier]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -135,15 +140,15 @@ def conformance():
 
 
 @pytest.fixture(scope="session")
-def tier_fixes(conformance) -> set[str]:
-    return TIER_FIXES[conformance.tier]
+def tier_fixes(conformance) -> frozenset[str]:
+    return tier_fixes_of(conformance.tier)
 
 
 def pytest_terminal_summary(terminalreporter):
     if _session is None or not _session.runs:
         return
     totals = _session.totals()
-    fixes = TIER_FIXES[_session.tier]
+    fixes = tier_fixes_of(_session.tier)
     write = terminalreporter.write_line
     terminalreporter.section(
         f"KV-event stream classes, pristine vs patched "
@@ -167,6 +172,13 @@ def pytest_terminal_summary(terminalreporter):
             for cls in CLASSES
         )
         write(f"  {config:<15}{cells}")
+    # An expectation that matched nothing proves nothing: say so.
+    for cls in sorted(fixes):
+        if not totals["classes"][cls]["pristine"]:
+            write(
+                f"warning: the {_session.tier} tier claims to fix {cls}, but no "
+                f"workload showed {cls} on the pristine tree"
+            )
     report = os.environ.get("HARNESS_CONFORMANCE_REPORT")
     if report:
         Path(report).write_text(

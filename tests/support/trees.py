@@ -32,6 +32,7 @@ description = "a test target"
 source = {source}
 patches = "{patches}"
 series = {{ default = "series", strict = "series.strict" }}
+fixes = {{ default = ["K1"], strict = ["K1", "K2"] }}
 upstream_tests = ["tests/test_a.py"]
 upstream_tests_full = ["tests/test_a.py", "tests/test_b.py::test_one[x-1]"]
 {extra}
@@ -72,6 +73,8 @@ def make_target(source, patches_dir: Path | None = None, name: str = "t") -> Tar
         series={"default": "series", "strict": "series.strict"},
         upstream_tests=("tests/test_a.py",),
         upstream_tests_full=("tests/test_a.py", "tests/test_b.py"),
+        fixes={"default": frozenset({"K1"}), "strict": frozenset({"K1", "K2"})},
+        wheels={},
     )
 
 

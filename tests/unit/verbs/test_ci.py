@@ -1,29 +1,19 @@
 import configparser
+import importlib.util
 import json
 import re
-import tomllib
 
 from support import REPO_ROOT
 from support.trees import target_table, write_pins
 
 from harness import cli
 from harness.targets import load_targets
-from harness.verbs.ci import matrix, summary
+from harness.verbs.ci import matrix, summary, tox_environments
 from harness.verdict import COLUMNS, Conformance, Verdict
 
 WORKFLOW = REPO_ROOT / ".github" / "workflows" / "ci.yml"
-TARGETS_FILE = REPO_ROOT / "harness" / "targets.toml"
 SHA = "ab" * 32
 COMMIT = "c0" * 20
-
-
-def expand(name: str) -> set[str]:
-    """tox's generative names: vllm-{a,b}{,-strict} -> vllm-a, vllm-a-strict, ..."""
-    group = re.search(r"\{([^{}]*)\}", name)
-    if not group:
-        return {name}
-    head, tail = name[: group.start()], name[group.end() :]
-    return set().union(*(expand(head + part + tail) for part in group[1].split(",")))
 
 
 def tox_ini() -> configparser.ConfigParser:
@@ -32,19 +22,21 @@ def tox_ini() -> configparser.ConfigParser:
     return config
 
 
-def tox_envs() -> set[str]:
-    names = [section.removeprefix("testenv:") for section in tox_ini().sections()]
-    return set().union(*(expand(name) for name in names if name != "tox"))
-
-
-def test_expand_follows_tox_generative_names():
-    assert expand("vllm-{main,0.30}{,-strict}") == {
-        "vllm-main",
-        "vllm-main-strict",
-        "vllm-0.30",
-        "vllm-0.30-strict",
+def tox_ini_envs() -> set[str]:
+    """The environments tox.ini itself names (toxfile.py adds the targets')."""
+    return {
+        section.removeprefix("testenv:")
+        for section in tox_ini().sections()
+        if section.startswith("testenv:")
     }
-    assert expand("lint") == {"lint"}
+
+
+def toxfile():
+    """The tox plugin at the top of the checkout, imported as tox would."""
+    spec = importlib.util.spec_from_file_location("toxfile", REPO_ROOT / "toxfile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_workflow_runs_the_generated_matrix():
@@ -56,44 +48,57 @@ def test_workflow_runs_the_generated_matrix():
 
 
 def test_matrix_is_every_target_and_tier_of_the_pin_file():
-    pins = tomllib.loads(TARGETS_FILE.read_text())["targets"]
+    targets = load_targets()
     expected = [
-        (name, tier) for name, table in pins.items() for tier in table["series"]
+        (name, tier) for name, target in targets.items() for tier in target.series
     ]
-    entries = matrix(load_targets())["include"]
+    entries = matrix(targets)["include"]
     assert [(entry["target"], entry["tier"]) for entry in entries] == expected
     assert ("0.30", "strict") in expected
     for entry in entries:
-        assert entry["source_id"] == pins[entry["target"]]["source"]["sha256"]
+        assert entry["source_id"] == targets[entry["target"]].source.sha256
 
 
-def test_every_toxenv_the_workflow_runs_is_defined_in_tox_ini():
-    defined = tox_envs()
+def test_every_toxenv_the_workflow_runs_is_declared():
+    declared = tox_environments(load_targets())
     toxenvs = {entry["toxenv"] for entry in matrix(load_targets())["include"]}
-    assert toxenvs <= defined, toxenvs - defined
+    assert toxenvs <= set(declared), toxenvs - set(declared)
+    assert {declared[env][0] for env in toxenvs} == {"verdict"}
     checks = re.search(r"toxenv: \[(.*)\]", WORKFLOW.read_text())[1].split(", ")
     assert set(checks) == {"harness", "lint", "consumers", "e2e"}
-    assert set(checks) <= defined
+    assert set(checks) <= tox_ini_envs()
     assert "tox -e vllm-main-gpu" in WORKFLOW.read_text()
-    assert "vllm-main-gpu" in defined
+    assert declared["vllm-main-gpu"] == (
+        "gpu-check",
+        {"GPU_CHECK_TARGET": "main", "GPU_CHECK_VLLM": "vllm==0.33.0"},
+    )
 
 
-def test_matrix_is_tox_ini_matrix_label():
-    labels = {
-        name.strip(): envs.split(",")
-        for name, envs in (
-            line.split("=", 1)
-            for line in tox_ini()["tox"]["labels"].strip().splitlines()
-        )
-    }
-    label = {env.strip() for env in labels["matrix"]}
-    assert {entry["toxenv"] for entry in matrix(load_targets())["include"]} == label
+def test_the_target_environments_come_from_tox_ini_sections_with_the_matrix_label():
+    config = tox_ini()
+    sections = {section for section, _ in tox_environments(load_targets()).values()}
+    assert sections == {"verdict", "gpu-check"}
+    assert sections <= set(config.sections())
+    assert config["verdict"]["labels"].strip() == "matrix"
+    assert "labels" not in config["gpu-check"]
+    assert "labels" not in config["tox"], "the matrix label comes from [verdict]"
+
+
+def test_toxfile_declares_the_target_environments_to_tox():
+    plugin = toxfile()
+    assert plugin.tox_extend_envs() == list(tox_environments(load_targets()))
+    assert plugin.ENVIRONMENTS["vllm-0.32-strict"] == (
+        "verdict",
+        {"SERIES_TARGET": "0.32", "SERIES_TIER": "strict"},
+    )
 
 
 def test_a_new_target_enters_the_matrix_with_its_tiers(tmp_path):
-    default_only = target_table(
-        f'{{ sdist = "vllm==9.9.9", sha256 = "{SHA}" }}'
-    ).replace(', strict = "series.strict"', "")
+    default_only = (
+        target_table(f'{{ sdist = "vllm==9.9.9", sha256 = "{SHA}" }}')
+        .replace(', strict = "series.strict"', "")
+        .replace(', strict = ["K1", "K2"]', "")
+    )
     git = target_table(f'{{ git = "/srv/vllm.git", commit = "{COMMIT}" }}')
     path = target_table('{ path = "vendor/vllm" }')
     pins = write_pins(
