@@ -10,7 +10,7 @@ from harness.verbs import add_target_arguments
 
 def register(parser) -> None:
     parser.description += (
-        ". Needs the harness's verdict extra (pytest, pytest-xdist, hypothesis) "
+        ". Needs the harness's verdict extra (pytest, pytest-xdist) "
         "and the target's test requirements (`python -m harness deps`)."
     )
     add_target_arguments(parser)

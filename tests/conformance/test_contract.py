@@ -7,10 +7,8 @@ C2-C6 hold, and its stream is the pristine stream
 plus ancestry events only (C7).
 """
 
-import hypothesis.strategies as st
 import msgspec
 import pytest
-from hypothesis import example, given, settings
 
 from harness.contract.classes import (
     CLASSES,
@@ -161,16 +159,54 @@ def test_ancestry_bookkeeping_is_bounded_and_emptied(conformance, config):
     assert set(runs["pristine"].bookkeeping) == {None}
 
 
-# Derandomized: the same examples every run, so a verdict can be compared
-# between runs and trees; widen max_examples to explore more.
-@settings(max_examples=30, deadline=None, derandomize=True, database=None)
-@given(
-    config=st.sampled_from(list(CONFIGS)),
-    seed=st.integers(min_value=0, max_value=2**32 - 1),
-    ops=st.integers(min_value=20, max_value=160),
+# The shorter seeded workloads every verdict runs beside the long ones. They
+# are the examples Hypothesis drew (derandomized, 30 of them) for the verdicts
+# this list was taken from: its later draws depended on more than its seed
+# and changed when the harness's code moved while the test did not, so two
+# verdicts could differ in their workloads. Written down, every verdict runs
+# the same ones and counts compare between runs, trees and harness versions.
+# The first is the one written down before: an ancestry store of a boundary
+# the pool already holds as an entry (the patched stream stores a live hash
+# again, K5 grows).
+SEEDED_WORKLOADS = [
+    ("pool-2x6", 44, 41),
+    ("pool-128x1536", 0, 20),
+    ("manager-mamba", 0, 20),
+    ("manager-mamba", 732878657, 46),
+    ("pool-16x64", 0, 20),
+    ("pool-16x64", 115279, 39),
+    ("pool-16x64", 997273, 112),
+    ("manager-mamba", 1048576, 115),
+    ("pool-128x1536", 435, 107),
+    ("pool-4x12", 92521, 160),
+    ("pool-2x6", 9195, 148),
+    ("manager-swa", 42091, 73),
+    ("manager-swa", 73, 73),
+    ("pool-2x6", 3283, 144),
+    ("pool-2x6", 144, 144),
+    ("manager-swa", 12630635, 141),
+    ("manager-swa", 141, 141),
+    ("pool-2x6", 1000, 46),
+    ("pool-2x6", 1000, 20),
+    ("pool-2x6", 20, 20),
+    ("pool-4x12", 871, 155),
+    ("pool-4x12", 871, 20),
+    ("pool-4x12", 20, 20),
+    ("pool-16x64", 714, 157),
+    ("pool-16x64", 714, 20),
+    ("pool-16x64", 20, 20),
+    ("manager-swa", 57184, 128),
+    ("manager-swa", 128, 128),
+    ("pool-4x12", 139926722, 149),
+    ("pool-4x12", 149, 149),
+    ("manager-mamba", 542, 137),
+]
+
+
+@pytest.mark.parametrize(
+    ("config", "seed", "ops"),
+    SEEDED_WORKLOADS,
+    ids=[f"{config}-{seed}-{ops}" for config, seed, ops in SEEDED_WORKLOADS],
 )
-# An ancestry store of a boundary the pool already holds as an entry: the
-# patched stream stores a live hash again (K5 grows).
-@example(config="pool-2x6", seed=44, ops=41)
-def test_random_workloads_conform(conformance, tier_fixes, config, seed, ops):
+def test_seeded_workloads_conform(conformance, tier_fixes, config, seed, ops):
     assert_conforms(conformance, tier_fixes, config, seed, ops)
