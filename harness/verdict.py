@@ -17,6 +17,8 @@ back from their JSON (`Verdict.from_json`).
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 
+from harness.contract import title
+
 FAILING = ("failed", "error")
 # The cells of a verdict's row, in order.
 COLUMNS = (
@@ -185,9 +187,9 @@ class Verdict:
             ("environmental (fail on both trees)", comparison.environmental),
             ("other outcome changes", comparison.changed),
         )
-        for title, tests in sections:
+        for heading, tests in sections:
             if tests:
-                lines += ["", f"{title}:"]
+                lines += ["", f"{heading}:"]
                 lines += [f"  {test}  {_outcome(tests[test])}" for test in tests]
         lines += self._conformance_lines()
         lines += ["", f"verdict: {'PASS' if self.passed else 'FAIL'}"]
@@ -202,7 +204,7 @@ class Verdict:
             if report.get(section):
                 lines += ["", f"conformance {section} (pristine -> patched):"]
                 lines += [
-                    f"  {name}: {_side_by_side(value)}"
+                    f"  {title(name)}: {_side_by_side(value)}"
                     for name, value in report[section].items()
                 ]
         return lines

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from harness import cache
+from harness.contract import title
 from harness.errors import ExportError
 from harness.series.model import Series
 from harness.targets import SELECTIONS, Target
@@ -155,7 +156,7 @@ def render_conformance(conformance: dict) -> list[str]:
         ):
             lines += ["", f"  {label:24} {'pristine':>9} {'patched':>9}"]
             lines += [
-                f"  {name:24} {counts['pristine']!s:>9} {counts['patched']!s:>9}"
+                f"  {title(name):24} {counts['pristine']!s:>9} {counts['patched']!s:>9}"
                 for name, counts in value.items()
             ]
         elif isinstance(value, dict):

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+from harness.contract import title
+
 WITNESSES_PER_RULE = 5
 
 
@@ -98,7 +100,7 @@ def format_report(source: str, checker) -> list[str]:
     ]
     for rule in sorted(by_rule):
         found = by_rule[rule]
-        lines.append(f"  {rule}: {len(found)}")
+        lines.append(f"  {title(rule)}: {len(found)}")
         lines.extend(f"    {violation}" for violation in found[:WITNESSES_PER_RULE])
         if len(found) > WITNESSES_PER_RULE:
             lines.append(f"    ... {len(found) - WITNESSES_PER_RULE} more")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.contract import title
 from harness.contract.classes import (
     CLASSES,
     RULES,
@@ -154,17 +155,20 @@ def pytest_terminal_summary(terminalreporter):
         f"KV-event stream classes, pristine vs patched "
         f"({len(_session.runs)} workloads, tier {_session.tier})"
     )
-    write(f"{'class':<8}{'pristine':>10}{'patched':>10}  expected")
+    write(f"{'class':<30}{'pristine':>10}{'patched':>10}  expected")
     for cls, counts in totals["classes"].items():
         expected = "fixed (0)" if cls in fixes else "no more than pristine"
-        write(f"{cls:<8}{counts['pristine']:>10}{counts['patched']:>10}  {expected}")
+        write(
+            f"{title(cls):<30}{counts['pristine']:>10}{counts['patched']:>10}"
+            f"  {expected}"
+        )
     write(
         f"ancestry overlap (stores where ancestry and the pool's own entries "
         f"meet; counted apart from K5): {totals['ancestry_overlap']}"
     )
-    write(f"{'rule':<8}{'pristine':>10}{'patched':>10}")
+    write(f"{'rule':<30}{'pristine':>10}{'patched':>10}")
     for rule, counts in totals["rules"].items():
-        write(f"{rule:<8}{counts['pristine']:>10}{counts['patched']:>10}")
+        write(f"{title(rule):<30}{counts['pristine']:>10}{counts['patched']:>10}")
     write("per workload config (pristine -> patched):")
     for config, counts in sorted(_session.by_config().items()):
         cells = "  ".join(

@@ -109,8 +109,8 @@ def test_rendered_verdict_shows_every_column_and_every_listed_test():
     for test in PATCHED.keys() - {"t.py::test_kept", "t.py::test_always_skipped"}:
         assert test in text
     assert "  t.py::test_vanished  passed -> missing" in text
-    assert "  K1: 12 -> 0" in text
-    assert "  C1: 827 -> 0" in text
+    assert "  K1 unreported ancestry: 12 -> 0" in text
+    assert "  C1 parent closure: 827 -> 0" in text
     assert "  C9: not checked" in text
     assert text.endswith("verdict: FAIL")
 

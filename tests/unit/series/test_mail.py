@@ -183,9 +183,9 @@ def test_cover_letter_is_filled_with_title_series_and_verdict(
     assert "conformance suite: passed, 4 passed, 0 failed" in letter
     assert "  seeded workloads replayed: 24\n" in letter
     assert "  stream class              pristine   patched\n" in letter
-    assert "  K1                               7         0\n" in letter
-    assert "  K5                               2         2\n" in letter
-    assert "  C1                               7         0\n" in letter
+    assert "  K1 unreported ancestry           7         0\n" in letter
+    assert "  K5 physical copies               2         2\n" in letter
+    assert "  C1 parent closure                7         0\n" in letter
     assert "  wire byte-identity:\n    byte_identical: True\n" in letter
     assert "  target:" not in letter
     assert "Verdict: PASS" in letter

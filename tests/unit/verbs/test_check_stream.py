@@ -39,8 +39,8 @@ def test_violations_exit_1_with_a_report_per_rule(tmp_path):
     data = payload(stored([2], 1)) + payload(removed([5]))
     result = harness("check-stream", write(tmp_path, data))
     assert result.returncode == 1
-    assert "  C1: 1" in result.stdout
-    assert "  C2: 1" in result.stdout
+    assert "  C1 parent closure: 1" in result.stdout
+    assert "  C2 removal soundness: 1" in result.stdout
     assert "C1 at batch 0 event 0: parent is not live" in result.stdout
 
 
@@ -92,4 +92,4 @@ def test_check_stream_subscribes_live(tmp_path):
         ["check-stream", "--max-events", "3", "--timeout", "30"], payloads
     )
     assert result.returncode == 1, result.stderr
-    assert "C1: " in result.stdout
+    assert "  C1 parent closure: " in result.stdout

@@ -72,7 +72,7 @@ def test_clean_series_passes_and_writes_the_report(project, capsys):
     out = capsys.readouterr().out
     assert "tests/test_a.py::test_new_event  passed" in out
     assert "tests/test_a.py::test_needs_gpu  failed -> failed" in out
-    assert "  K1: 3 -> 0" in out
+    assert "  K1 unreported ancestry: 3 -> 0" in out
     assert out.rstrip().endswith(f"verdict written to {report}")
     data = json.loads(report.read_text())
     assert data["passed"] is True
