@@ -44,7 +44,7 @@ class ConsumerCount:
     """Events applied per (kind, cause) and rejected per (kind, cause, why).
 
     ``why`` is STREAM when the stream breaks the contract at the event: its
-    multiset view (docs/stream-contract.md) lacks the store's parent or the
+    multiset view (docs/contract.md) lacks the store's parent or the
     removed hash (C1, C2), or the store's tokens do not span its hashes (C3,
     so the adapter cannot send it). It is TREE when the stream is sound there
     but the tree had lost what the event needs (it counts one copy, drops a

@@ -1,9 +1,7 @@
 """The Dynamo adapter on hand-built events, against Dynamo's real RadixTree."""
 
-import json
-
-import pytest
 from dynamo._core import RadixTree
+from support.consumers import RecordingTree
 from support.events import cleared, labelled, removed, stored
 
 from harness.consumers.dynamo import (
@@ -20,22 +18,6 @@ from harness.consumers.replay import (
     replay_into_dynamo,
 )
 from harness.contract.records import OpRecord, RunEnd
-
-
-class RecordingTree:
-    """Stands in for RadixTree where only the payloads matter."""
-
-    def __init__(self):
-        self.payloads = []
-
-    def apply_event(self, worker, payload):
-        self.payloads.append((worker, json.loads(payload)))
-
-
-def test_bytes_hash_keeps_the_low_64_bits_big_endian_and_ints_pass_through():
-    digest = bytes(range(32))
-    assert dynamo_hash(digest) == int.from_bytes(bytes(range(24, 32)), "big")
-    assert dynamo_hash(12345) == 12345
 
 
 def test_store_gives_each_hash_a_block_with_its_own_tokens_hash():
@@ -66,15 +48,6 @@ def test_tokens_hash_is_deterministic_and_depends_on_the_tokens():
 def test_removal_and_root_store_translate():
     assert dynamo_data(removed([7, 8])) == {"removed": {"block_hashes": [7, 8]}}
     assert dynamo_data(stored([1], None))["stored"]["parent_hash"] is None
-
-
-def test_store_whose_tokens_do_not_span_its_blocks_is_not_sent():
-    with pytest.raises(ValueError, match="C3"):
-        dynamo_data(stored([1, 2], None, tokens=[1, 2, 3]))
-    tree = RecordingTree()
-    [message] = DynamoAdapter(tree).apply(stored([1, 2], None, tokens=[1, 2, 3]))
-    assert message.startswith("not sent")
-    assert tree.payloads == []
 
 
 def test_event_ids_increase_by_one_per_applied_event():

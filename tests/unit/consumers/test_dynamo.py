@@ -2,6 +2,7 @@
 (tests/consumers covers the rest against the real RadixTree)."""
 
 import pytest
+from support.consumers import RecordingTree
 from support.events import removed, stored
 
 from harness.consumers.dynamo import (
@@ -10,16 +11,6 @@ from harness.consumers.dynamo import (
     dynamo_data,
     dynamo_hash,
 )
-
-
-class RecordingTree:
-    """Stands in for RadixTree where only the payloads matter."""
-
-    def __init__(self):
-        self.payloads = []
-
-    def apply_event(self, worker, payload):
-        self.payloads.append((worker, payload))
 
 
 def test_bytes_hash_keeps_the_low_64_bits_big_endian_and_ints_pass_through():
