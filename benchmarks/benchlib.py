@@ -100,13 +100,13 @@ def parse_trees(specs: list[str] | None, tiers: tuple[str, ...]) -> dict[str, Pa
 
 
 def tree_env(tree: Path, **extra: str) -> dict[str, str]:
-    """The environment that runs Python inside ``tree``."""
-    return {
-        **os.environ,
-        "PYTHONPATH": f"{tree}{os.pathsep}{REPO_ROOT}",
-        "VLLM_TARGET_DEVICE": "cpu",
-        **extra,
-    }
+    """The environment that runs Python inside ``tree``, the harness's
+    (harness.trees.env), with the hash seed pinned as for every process whose
+    stream is compared with another tree's."""
+    from harness.trees.env import STREAM_ENV
+    from harness.trees.env import tree_env as harness_tree_env
+
+    return harness_tree_env(tree, **{**STREAM_ENV, **extra})
 
 
 # --------------------------------------------------------------------------

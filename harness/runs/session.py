@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.log import progress
-from harness.trees.env import tree_env
+from harness.trees.env import STREAM_ENV, tree_env
 
 SESSION_BUDGET_S = 300
 # How long the stream must stay quiet after the engine's exit before the
@@ -67,10 +67,14 @@ def group_processes(group: int) -> list[str]:
 
 
 def engine_env() -> dict[str, str]:
-    """The installed vllm's environment, with the CPU engine's settings (a GPU
-    engine ignores them)."""
+    """The installed vllm's environment with the hash seed pinned (the
+    pristine and the patched sessions' streams are compared), and the CPU
+    engine's settings (a GPU engine ignores them)."""
     return tree_env(
-        None, VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="nobind"
+        None,
+        **STREAM_ENV,
+        VLLM_CPU_KVCACHE_SPACE="1",
+        VLLM_CPU_OMP_THREADS_BIND="nobind",
     )
 
 

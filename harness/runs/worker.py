@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import WorkloadError
-from harness.trees.env import tree_env
+from harness.trees.env import STREAM_ENV, tree_env
 
 Handler = Callable[[dict[str, Any]], dict[str, Any] | None]
 LOG_TAIL_LINES = 20
@@ -43,7 +43,8 @@ def serve(handler: Handler) -> int:
 
 class TreeWorker:
     """In the parent: a child running ``command`` with ``tree`` first on its
-    path, its stderr (vLLM's log included) written to ``log``."""
+    path and the hash seed pinned (STREAM_ENV), its stderr (vLLM's log
+    included) written to ``log``."""
 
     def __init__(self, tree: Path, command: list[str], log: Path, **env: str):
         self.tree = tree
@@ -54,7 +55,7 @@ class TreeWorker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log_file,
-            env=tree_env(tree, **env),
+            env=tree_env(tree, **{**STREAM_ENV, **env}),
             text=True,
         )
 

@@ -13,6 +13,16 @@ from pathlib import Path
 # is part of the key of cached pristine outcomes.
 UPSTREAM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"}
 
+# What every process that produces a KV-event stream for comparison runs
+# with (workload workers, engine sessions, the benchmarks' children): the
+# streams of two trees are compared across processes, and a process's hash
+# seed shows in them. Pristine vLLM emits a block's secondary-hash removals
+# in set order, which follows PYTHONHASHSEED; and vLLM derives NONE_HASH, the
+# root of every block hash, from PYTHONHASHSEED when it is set (tox sets a
+# random one per run). Pinned, the order and the hashes are the same in
+# every run and every process.
+STREAM_ENV = {"PYTHONHASHSEED": "0"}
+
 
 def harness_root() -> Path:
     """The directory that holds the harness package, for PYTHONPATH."""

@@ -28,7 +28,8 @@ RULES_THAT_MUST_HOLD = ("C2", "C4", "C5", "C6")
 
 def replay_command(config: str, seed: int, ops: int) -> str:
     return (
-        "PYTHONPATH=<tree>:. VLLM_TARGET_DEVICE=cpu python -m harness workloads "
+        "PYTHONPATH=<tree>:. VLLM_TARGET_DEVICE=cpu PYTHONHASHSEED=0 "
+        "python -m harness workloads "
         f"--config {config} --seed {seed} --ops {ops} --out run.bin --stream stream.bin"
     )
 

@@ -3,7 +3,9 @@
 import pytest
 
 from harness.errors import WorkloadError
+from harness.runs.session import engine_env
 from harness.runs.worker import TreeWorker
+from harness.trees.env import STREAM_ENV
 
 CHILD = """
 import sys
@@ -59,3 +61,18 @@ def test_the_child_runs_with_the_tree_first_on_its_path(tmp_path):
     )
     with TreeWorker(tmp_path, ["-c", child], tmp_path / "worker.log") as worker:
         assert worker.ask({"n": 1})["where"] == "the tree"
+
+
+def test_the_child_runs_with_the_hash_seed_pinned(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONHASHSEED", "12345")  # as tox sets a random one
+    child = CHILD.replace(
+        'return {"doubled"',
+        'import os\n    return {"seed": os.environ["PYTHONHASHSEED"], "doubled"',
+    )
+    with TreeWorker(tmp_path, ["-c", child], tmp_path / "worker.log") as worker:
+        assert worker.ask({"n": 1})["seed"] == STREAM_ENV["PYTHONHASHSEED"]
+
+
+def test_engine_sessions_run_with_the_same_pinned_seed(monkeypatch):
+    monkeypatch.setenv("PYTHONHASHSEED", "12345")
+    assert engine_env()["PYTHONHASHSEED"] == STREAM_ENV["PYTHONHASHSEED"]
