@@ -18,9 +18,10 @@ EXIT_CODES = {
 
 
 class UserError(Exception):
-    """A failure the user can act on: printed as one line, no traceback.
+    """An error the user can act on, of no more specific kind.
 
-    Not raised itself: raise the subclass that names the failure.
+    Printed as one line, no traceback. Not raised itself: raise the subclass
+    that names the failure.
     """
 
     exit_code = 3
@@ -133,5 +134,5 @@ def exit_codes() -> dict[int, str]:
     """Every exit status a verb can end with, and what it means."""
     codes = dict(EXIT_CODES)
     for error in (UserError, *UserError.__subclasses__()):
-        codes[error.exit_code] = error.__doc__.splitlines()[0]
+        codes[error.exit_code] = error.__doc__.splitlines()[0].rstrip(".")
     return dict(sorted(codes.items()))
