@@ -11,10 +11,13 @@ the error's own exit code.
 
 import argparse
 import importlib
+import signal
 import sys
+import traceback
 
-from harness.errors import UserError, exit_codes
+from harness.errors import INTERNAL_ERROR, STOP_SIGNALS, Stopped, UserError, exit_codes
 from harness.log import error
+from harness.processes import handle_stop_signals, restore_handlers
 
 # Verb -> (module, help), in the order `--help` lists them.
 VERBS = {
@@ -107,18 +110,33 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """Run one verb; every way it can end is an exit status of its own."""
+    previous_handlers = handle_stop_signals()
+    try:
+        return _run_verb(sys.argv[1:] if argv is None else argv)
+    except UserError as exc:
+        error(str(exc))
+        return exc.exit_code
+    except (KeyboardInterrupt, Stopped) as exc:
+        signum = getattr(exc, "signum", int(signal.SIGINT))
+        error(STOP_SIGNALS[signum])
+        return 128 + signum
+    except Exception:
+        traceback.print_exc()
+        error(
+            "internal error: this is a bug in the harness; the traceback above "
+            "says where"
+        )
+        return INTERNAL_ERROR
+    finally:
+        restore_handlers(previous_handlers)
+
+
+def _run_verb(argv: list[str]) -> int:
     verb = next((word for word in argv if not word.startswith("-")), None)
     parser = build_parser(verb)
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
-    try:
-        return args.run(args)
-    except UserError as exc:
-        error(str(exc))
-        return exc.exit_code
-    except KeyboardInterrupt:
-        error("interrupted")
-        return 130
+    return args.run(args)

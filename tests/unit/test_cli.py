@@ -118,3 +118,25 @@ def test_a_missing_extra_is_one_line_that_names_it(tmp_path):
         "error: zmq is not installed; install the harness's 'capture' extra: "
         "pip install -e '.[capture]' in the checkout\n"
     )
+
+
+def test_a_crash_is_an_internal_error_not_a_failed_check(monkeypatch, capsys):
+    def crash(args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("harness.verbs.targets.run", crash)
+    assert cli.main(["targets"]) == errors.INTERNAL_ERROR == 70
+    err = capsys.readouterr().err
+    assert "RuntimeError: a bug" in err
+    assert err.endswith(
+        "error: internal error: this is a bug in the harness; the traceback "
+        "above says where\n"
+    )
+
+
+def test_stop_handlers_are_the_callers_again_after_main(monkeypatch):
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    assert cli.main(["targets"]) == 0
+    assert signal.getsignal(signal.SIGTERM) is before
