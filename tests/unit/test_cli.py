@@ -11,6 +11,7 @@ from harness import cli, errors
 
 # Everything the harness needs that is not in the standard library.
 NOT_STDLIB = (
+    "msgpack",
     "msgspec",
     "filelock",
     "zmq",

