@@ -11,6 +11,7 @@ the error's own exit code.
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 import traceback
@@ -121,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         signum = getattr(exc, "signum", int(signal.SIGINT))
         error(STOP_SIGNALS[signum])
         return 128 + signum
+    except BrokenPipeError:
+        # Whoever read stdout stopped (`| head`): not a bug. Exit as a process
+        # ended by SIGPIPE does, with nothing more written to the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except Exception:
         traceback.print_exc()
         error(

@@ -29,6 +29,8 @@ EXIT_CODES = {
     2: "usage: the command line is wrong (argparse)",
     INTERNAL_ERROR: "internal error: a bug in the harness (a traceback is printed)",
     **{128 + number: meaning for number, meaning in STOP_SIGNALS.items()},
+    128 + signal.SIGPIPE: "stdout closed before the output was written (a pipe "
+    "to head)",
 }
 
 

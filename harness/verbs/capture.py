@@ -55,9 +55,11 @@ def run(args) -> int:
     from harness.errors import OutputError
 
     out = Path(args.out)
-    if out.is_dir() or not out.parent.is_dir():
-        where = "is a directory" if out.is_dir() else f"{out.parent} is no directory"
-        raise OutputError(f"{out}: {where}")
+    if out.is_dir():
+        raise OutputError(f"{out} is a directory; give a file name")
+    if not out.parent.is_dir():
+        problem = "is not a directory" if out.parent.exists() else "does not exist"
+        raise OutputError(f"{out}: {out.parent} {problem}")
     try:
         with (
             scratch.replacing(out, "capture") as sink,

@@ -141,3 +141,40 @@ def test_stop_handlers_are_the_callers_again_after_main(monkeypatch):
     before = signal.getsignal(signal.SIGTERM)
     assert cli.main(["targets"]) == 0
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_reader_that_closes_stdout_early_is_not_a_crash():
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "harness", "ci", "matrix"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    reader.stdout.close()  # as `| head -c 0` does
+    _, err = reader.communicate(timeout=60)
+    assert reader.returncode == 141
+    assert err == b""
+
+
+def test_capture_into_a_directory_that_does_not_exist_is_one_line(tmp_path):
+    out = tmp_path / "missing" / "kv.bin"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "capture",
+            "--zmq",
+            "tcp://127.0.0.1:9",
+            "--out",
+            str(out),
+            "--timeout",
+            "1",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == errors.OutputError.exit_code
+    assert result.stderr == f"error: {out}: {out.parent} does not exist\n"
