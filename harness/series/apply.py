@@ -32,7 +32,7 @@ from harness.errors import OutputError, SeriesError
 from harness.log import progress, warning
 from harness.series.model import Series, SeriesEntry, load_series
 from harness.series.snapshot import CheckoutSnapshot
-from harness.targets import GitSource, PathSource, SdistSource, Target
+from harness.targets import GitSource, SdistSource, Target
 from harness.trees.sources import pristine_tree
 
 
@@ -247,15 +247,12 @@ _VERSION_ASSIGNMENT = re.compile(
 def checkout_version(checkout: Path) -> tuple[str, str] | None:
     """(version, how it was found) of the vLLM a checkout holds, or None: the
     nearest v* tag before HEAD, else vllm/_version.py, else PKG-INFO."""
-    tag = _git(checkout, "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*")
-    if tag and tag.strip():
-        tag = tag.strip()
-        since = _git(checkout, "rev-list", "--count", f"{tag}..HEAD")
-        after = (
-            f", {since.strip()} commit(s) after it"
-            if since and since.strip() != "0"
-            else ""
-        )
+    tag = (
+        _git(checkout, "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*") or ""
+    ).strip()
+    if tag:
+        since = (_git(checkout, "rev-list", "--count", f"{tag}..HEAD") or "0").strip()
+        after = f", {since} commit(s) after it" if since != "0" else ""
         return tag.removeprefix("v"), f"tag {tag}{after}"
     version_file = checkout / "vllm" / "_version.py"
     if version_file.is_file():
@@ -275,34 +272,28 @@ def checkout_version(checkout: Path) -> tuple[str, str] | None:
 def check_checkout_version(target: Target, checkout: Path) -> None:
     """Refuse a checkout of another vLLM than the target's, naming the one
     found; an unknown version is a warning (the apply restores on failure)."""
-    source = target.source
-    if isinstance(source, PathSource):
-        return
-    if isinstance(source, GitSource):
-        result = processes.run(
-            [
-                "git",
-                "-C",
-                str(checkout),
-                "merge-base",
-                "--is-ancestor",
-                source.commit,
-                "HEAD",
-            ]
+    if isinstance(target.source, GitSource):
+        _check_descends(target, target.source, checkout)
+    elif isinstance(target.source, SdistSource):
+        _check_release(target, target.source, checkout)
+
+
+def _check_descends(target: Target, source: GitSource, checkout: Path) -> None:
+    ancestry = ("merge-base", "--is-ancestor", source.commit, "HEAD")
+    result = processes.run(["git", "-C", str(checkout), *ancestry])
+    if result.returncode == 1:
+        raise SeriesError(
+            f"{checkout}: HEAD does not descend from commit {source.commit}, the "
+            f"source of target {target.name}; check out a branch based on it"
         )
-        if result.returncode == 1:
-            raise SeriesError(
-                f"{checkout}: HEAD does not descend from commit {source.commit}, "
-                f"the source of target {target.name}; check out a branch based on it"
-            )
-        if result.returncode == 0:
-            return
+    if result.returncode != 0:
         warning(
             f"cannot tell whether {checkout} holds commit {source.commit} of target "
-            f"{target.name} (git: not in this repository); applying anyway"
+            f"{target.name} (not in this repository); applying anyway"
         )
-        return
-    assert isinstance(source, SdistSource)
+
+
+def _check_release(target: Target, source: SdistSource, checkout: Path) -> None:
     found = checkout_version(checkout)
     if found is None:
         warning(

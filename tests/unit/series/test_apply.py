@@ -312,3 +312,24 @@ def test_onto_a_checkout_of_unknown_version_is_a_warning(tmp_path, monkeypatch, 
         f"vllm/_version.py, no PKG-INFO); applying the series of vLLM 9.9.9 "
         f"anyway\n"
     ) in capsys.readouterr().err
+
+
+def test_onto_a_checkout_not_based_on_the_pinned_commit_is_refused(
+    tmp_path, monkeypatch, capsys
+):
+    fork = make_fork(tmp_path)
+    pinned = git("rev-parse", "HEAD", cwd=fork).strip()
+    patches_dir = write_tree(tmp_path / "patches", GOOD_PATCHES)
+    (patches_dir / "series").write_text(GOOD_SERIES)
+    source = f'{{ git = "{fork}", commit = "{pinned}" }}'
+    use_checkout(monkeypatch, write_pins(tmp_path, target_table(source)))
+    git("checkout", "-q", "--orphan", "elsewhere", cwd=fork)
+    commit_all(fork, "unrelated history")
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 7
+    assert capsys.readouterr().err == (
+        f"error: {fork}: HEAD does not descend from commit {pinned}, the source of "
+        f"target t; check out a branch based on it\n"
+    )
+    git("checkout", "-q", pinned, cwd=fork)
+    monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 0
