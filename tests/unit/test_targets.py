@@ -289,3 +289,13 @@ def test_a_misspelled_target_table_is_refused_not_dropped_from_the_matrix(
     assert capsys.readouterr().err == (
         f"error: {path}: table 'target' is not known; perhaps you meant 'targets'?\n"
     )
+
+
+def test_a_pin_file_that_is_not_utf8_is_one_line(tmp_path):
+    path = write_pins(tmp_path, "")
+    path.write_bytes(b'[targets.t]\ndescription = "caf\xe9"\n')
+    with pytest.raises(TargetError) as refused:
+        load_targets(path)
+    assert str(refused.value) == (
+        f"{path} is not UTF-8 (byte 0xe9 at offset 30), as TOML must be"
+    )
