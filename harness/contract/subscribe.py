@@ -152,7 +152,16 @@ def subscribe_numbered(
         raise SubscriptionError(f"{endpoint}: {exc}") from None
 
 
+def _check_port(endpoint: str) -> None:
+    """libzmq takes a TCP port over 65535 without a word (and binds another)."""
+    if endpoint.startswith("tcp://"):
+        port = endpoint.rsplit(":", 1)[-1]
+        if port.isdigit() and not 0 < int(port) < 65536:
+            raise SubscriptionError(f"{endpoint}: port {port} is not 1-65535")
+
+
 def _messages(zmq, endpoint, topic, max_events, timeout):
+    _check_port(endpoint)
     context = zmq.Context.instance()
     socket = context.socket(zmq.SUB)
     socket.setsockopt(zmq.LINGER, 0)

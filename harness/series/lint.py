@@ -35,6 +35,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import scratch as scratch_space
 from harness.checkout import PIN_FILE
 from harness.errors import SeriesError, SourceError
 from harness.series.apply import GitApplier
@@ -216,8 +217,7 @@ def ruff_findings(ruff: list[str], tree: Path, path: str, text: str) -> list:
 def patched_files(tree: Path, series: Series, files: list[str]) -> dict[str, str]:
     """The series applied (git apply, no fuzz) to a scratch copy of the files
     it touches: file -> patched text, for those of files that remain."""
-    with tempfile.TemporaryDirectory(prefix="serieslint-") as work:
-        scratch = Path(work)
+    with scratch_space.directory(Path(tempfile.gettempdir()), "lint") as scratch:
         for file in files:
             if (tree / file).is_file():
                 (scratch / file).parent.mkdir(parents=True, exist_ok=True)

@@ -273,3 +273,11 @@ def test_witnesses_are_bounded_and_every_violation_counted(tmp_path):
     assert "  C1 parent closure: 2000\n" in result.stdout
     assert result.stdout.count("    C1 at batch 0 event ") == 5
     assert "    ... 1995 more\n" in result.stdout
+
+
+def test_a_port_out_of_range_is_one_line():
+    result = harness("check-stream", "--zmq", "tcp://127.0.0.1:99999", "--timeout", "1")
+    assert result.returncode == 10
+    assert result.stderr == (
+        "error: tcp://127.0.0.1:99999: port 99999 is not 1-65535\n"
+    )
