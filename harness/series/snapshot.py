@@ -25,8 +25,11 @@ class CheckoutSnapshot:
     def __init__(self, checkout: Path, paths: set[str]):
         self.checkout = checkout
         self.files: dict[str, tuple[bytes, int] | None] = {}
+        top = checkout.resolve()
         for path in sorted(paths):
             file = checkout / path
+            if not file.resolve().is_relative_to(top):
+                continue  # quilt and git apply refuse such a path themselves
             if file.is_file() and not file.is_symlink():
                 self.files[path] = (file.read_bytes(), file.stat().st_mode)
             elif not file.exists() and not file.is_symlink():
