@@ -144,16 +144,22 @@ def test_stop_handlers_are_the_callers_again_after_main(monkeypatch):
 
 
 def test_a_reader_that_closes_stdout_early_is_not_a_crash():
-    reader = subprocess.Popen(
-        [sys.executable, "-m", "harness", "ci", "matrix"],
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    reader.stdout.close()  # as `| head -c 0` does
-    _, err = reader.communicate(timeout=60)
-    assert reader.returncode == 141
-    assert err == b""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as `| head -c 0` does, before the verb writes
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "harness", "ci", "matrix"],
+            cwd=REPO_ROOT,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == 141
+    assert result.stderr == b""
 
 
 def test_capture_into_a_directory_that_does_not_exist_is_one_line(tmp_path):

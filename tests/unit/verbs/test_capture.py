@@ -49,7 +49,7 @@ def test_capture_writes_payloads_and_their_sequence_numbers(tmp_path):
     [
         ("tcp://no-such-host.invalid:1", SubscriptionError.exit_code, ""),
         (
-            "tcp://127.0.0.1:9",
+            "tcp://127.0.0.1:FREE",
             IncompleteStream.exit_code,
             "incomplete: no message arrived",
         ),
@@ -59,6 +59,7 @@ def test_capture_writes_payloads_and_their_sequence_numbers(tmp_path):
 def test_a_capture_that_gets_nothing_leaves_an_existing_file_alone(
     tmp_path, endpoint, status, why
 ):
+    endpoint = endpoint.replace("FREE", str(free_port()))
     out = tmp_path / "kv.bin"
     out.write_bytes(b"an earlier capture")
     result = harness(

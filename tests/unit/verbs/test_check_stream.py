@@ -8,7 +8,7 @@ import msgspec
 import pytest
 from support import REPO_ROOT
 from support.events import payload, removed, stored
-from support.publisher import run_with_publisher
+from support.publisher import free_port, run_with_publisher
 
 from harness.errors import IncompleteStream, UnreadableStream
 
@@ -113,7 +113,7 @@ def test_an_empty_file_is_incomplete_not_clean(tmp_path):
 
 
 def test_a_subscription_that_receives_nothing_is_incomplete():
-    endpoint = "tcp://127.0.0.1:9"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     result = harness("check-stream", "--zmq", endpoint, "--timeout", "0.3")
     assert result.returncode == 16
     assert result.stderr == (
