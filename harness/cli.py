@@ -114,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run one verb; every way it can end is an exit status of its own."""
     previous_handlers = handle_stop_signals()
     try:
-        return _run_verb(sys.argv[1:] if argv is None else argv)
+        status = _run_verb(sys.argv[1:] if argv is None else argv)
+        sys.stdout.flush()  # a closed stdout shows here, not at exit
+        return status
     except UserError as exc:
         error(str(exc))
         return exc.exit_code
