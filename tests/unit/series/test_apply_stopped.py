@@ -32,7 +32,7 @@ from harness import cli
 WAIT_ON = "0002-add-module.patch"
 # Runs the real tool; after the step whose arguments name $HARNESS_TEST_WAIT_ON
 # (not a `--check`), notes its pid, says it is ready, and waits for
-# $HARNESS_TEST_GO.
+# $HARNESS_TEST_GO (two minutes at most).
 STAND_IN = """\
 #!/bin/sh
 {real} "$@"
@@ -42,7 +42,10 @@ case " $* " in
   *"$HARNESS_TEST_WAIT_ON"*)
     echo $$ > "$HARNESS_TEST_PID"
     touch "$HARNESS_TEST_READY"
-    while [ ! -e "$HARNESS_TEST_GO" ]; do sleep 0.05; done ;;
+    waited=0  # at most 120 s, should a test fail before it goes on
+    while [ ! -e "$HARNESS_TEST_GO" ] && [ $waited -lt 2400 ]; do
+      sleep 0.05; waited=$((waited + 1))
+    done ;;
 esac
 exit $status
 """

@@ -130,6 +130,9 @@ def test_a_stopped_capture_keeps_what_arrived_and_its_summary(tmp_path, signum, 
     finally:
         stop.set()
         thread.join()
+        if process.poll() is None:  # the test failed before it stopped it
+            process.kill()
+            process.communicate()
     assert process.returncode == 0, err
     assert err.splitlines()[-1] == (
         f"capture: stopped by {name}; wrote 2 batches, 2 events, {size} bytes to "
