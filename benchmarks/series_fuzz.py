@@ -16,7 +16,7 @@ make the same pool calls in every tree (the series changes no lookup and no
 allocation; the digest of the calls is compared): requests sharing prefixes
 in one or two KV cache groups (one may hold null and masked blocks, as
 sliding window and Mamba align mode do), with LoRA, multimodal inputs and
-lookahead tokens in some configs; prompt tails and entries at random
+lookahead tokens (vLLM 0.33 on) in some configs; prompt tails and entries at random
 boundaries, so the pool holds boundaries that other entries lead through;
 copies of one entry in several blocks; decoding that promotes a tail by one
 or by several hash blocks, or to a full block; ``replace_existing_hashes``;
@@ -107,6 +107,17 @@ VOCAB = 6
 # --------------------------------------------------------------------------
 
 
+def has_lookahead() -> bool:
+    import inspect
+
+    from vllm.v1.core.block_pool import BlockPool
+
+    return "num_hash_lookahead_tokens" in inspect.signature(BlockPool).parameters
+
+
+LOOKAHEAD = False  # set in the child, from the tree's BlockPool
+
+
 class Fuzzer:
     """Seeded operations over one BlockPool; every decision depends only on
     the pool's state, which is the same in every tree."""
@@ -119,13 +130,15 @@ class Fuzzer:
         self.block_sizes = spec["groups"]
         self.sparse = spec.get("sparse")
         self.spec = spec
-        self.lookahead = spec.get("lookahead", 0)
+        # Lookahead tokens exist from vLLM 0.33 on.
+        self.lookahead = spec.get("lookahead", 0) if LOOKAHEAD else 0
+        options = {"num_hash_lookahead_tokens": self.lookahead} if LOOKAHEAD else {}
         self.pool = BlockPool(
             num_gpu_blocks=spec["blocks"],
             enable_caching=True,
             hash_block_size=self.hbs,
             enable_kv_cache_events=True,
-            num_hash_lookahead_tokens=self.lookahead,
+            **options,
         )
         longest = 3 * max(self.block_sizes)
         self.documents = [
@@ -181,7 +194,9 @@ class Fuzzer:
             mm_features=mm_features,
             sampling_params=sampling_params,
             pooling_params=None,
-            block_hasher=get_request_block_hasher(self.hbs, sha256, self.lookahead),
+            block_hasher=get_request_block_hasher(
+                self.hbs, sha256, *([self.lookahead] if LOOKAHEAD else [])
+            ),
             lora_request=lora,
             cache_salt=salt,
             session_id=f"session-{self.issued % 3}",
@@ -666,6 +681,10 @@ def project() -> SimpleNamespace:
     )
 
 
+def fuzzer_lookahead(fuzzer) -> int:
+    return getattr(fuzzer, "lookahead", 0)
+
+
 def fuzz(config: str, seed: int, ops: int) -> dict[str, Any]:
     import msgspec
     from vllm.utils.hashing import sha256
@@ -682,7 +701,7 @@ def fuzz(config: str, seed: int, ops: int) -> dict[str, Any]:
         spec = CONFIGS[config]
         fuzzer = Fuzzer(rng, spec)
     hbs = spec["hbs"]
-    plain = not (spec.get("lora") or spec.get("mm") or spec.get("lookahead"))
+    plain = not (spec.get("lora") or spec.get("mm") or fuzzer_lookahead(fuzzer))
     hash_model = None
     if plain and not spec.get("salt"):
         import pickle
@@ -782,6 +801,8 @@ def fuzz(config: str, seed: int, ops: int) -> dict[str, Any]:
 
 
 def child() -> int:
+    global LOOKAHEAD
+    LOOKAHEAD = has_lookahead()
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     for line in sys.stdin:
