@@ -802,9 +802,9 @@ def fuzz(config: str, seed: int, ops: int) -> dict[str, Any]:
 
 def child() -> int:
     global LOOKAHEAD
-    LOOKAHEAD = has_lookahead()
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    LOOKAHEAD = has_lookahead()  # imports vLLM, which may log to stdout
     for line in sys.stdin:
         request = json.loads(line)
         try:
