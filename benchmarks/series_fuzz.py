@@ -660,14 +660,10 @@ def project() -> SimpleNamespace:
     """What this script takes from the project's harness: the stream checker
     and its wire structs, and the KVCacheManager workload drivers. One import
     block, to repoint when the harness moves them."""
-    from harness.stream import (
-        AllBlocksCleared,
-        BlockStored,
-        HashModel,
-        StreamChecker,
-        decode_event,
-    )
-    from harness.workloads import CONFIGS, EventLabeller, evict_everything
+    from harness.contract.checker import HashModel, StreamChecker
+    from harness.contract.wire import AllBlocksCleared, BlockStored, decode_event
+    from harness.runs.drivers import CONFIGS, evict_everything
+    from harness.runs.labeller import EventLabeller
 
     return SimpleNamespace(
         AllBlocksCleared=AllBlocksCleared,
@@ -992,9 +988,9 @@ class Tally:
 
 
 def default_trees() -> dict[str, Path]:
-    from harness.series import cached_patched_tree
-    from harness.sources import pristine_tree
+    from harness.series.apply import cached_patched_tree
     from harness.targets import get_target
+    from harness.trees.sources import pristine_tree
 
     target = get_target("main")
     return {

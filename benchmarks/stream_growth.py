@@ -117,7 +117,7 @@ def registration(hash_block_size: int, block_size: int, tokens: int, repeat: int
     from vllm.v1.core.block_pool import BlockPool
     from vllm.v1.core.kv_cache_utils import init_none_hash
 
-    from harness.workloads import make_request
+    from harness.runs.requests import make_request
 
     init_none_hash(sha256)
     request = make_request("prompt", list(range(tokens)), hash_block_size)
