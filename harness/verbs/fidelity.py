@@ -57,7 +57,20 @@ def register(parser) -> None:
     parser.set_defaults(run=run, usage_error=parser.error)
 
 
-def named_trees(args) -> dict[str, Path]:
+def given_trees(args) -> dict[str, Path]:
+    """The --tree options, checked before anything is fetched."""
+    trees: dict[str, Path] = {}
+    for given in args.trees:
+        name, _, path = given.partition("=")
+        if not name or not path or name in trees or name in ("pristine", *TIERS):
+            args.usage_error(f"--tree {given}: give NAME=PATH with a new NAME")
+        if not Path(path, "vllm").is_dir():
+            args.usage_error(f"--tree {given}: {path} holds no vllm package")
+        trees[name] = Path(path)
+    return trees
+
+
+def named_trees(args, given: dict[str, Path]) -> dict[str, Path]:
     from harness.series.apply import cached_patched_tree
     from harness.targets import get_target
     from harness.trees.sources import pristine_tree
@@ -66,23 +79,20 @@ def named_trees(args) -> dict[str, Path]:
     trees = {"pristine": pristine_tree(target)}
     for tier in args.tiers or list(TIERS):
         trees[tier] = cached_patched_tree(target, tier)
-    for given in args.trees:
-        name, _, path = given.partition("=")
-        if not name or not path or name in trees:
-            args.usage_error(f"--tree {given}: give NAME=PATH with a new NAME")
-        if not Path(path, "vllm").is_dir():
-            args.usage_error(f"--tree {given}: {path} holds no vllm package")
-        trees[name] = Path(path)
-    return trees
+    return trees | given
 
 
 def run(args) -> int:
     from harness.consumers.fidelity import measure, render
+    from harness.errors import require
 
     if args.seeds < 1 or args.ops < 1 or args.probes < 1:
         args.usage_error("--seeds, --ops and --probes take a positive number")
+    given = given_trees(args)
+    if args.dynamo:
+        require("dynamo._core", "consumers")
     table = measure(
-        named_trees(args),
+        named_trees(args, given),
         args.configs or list(CONFIGS),
         args.seeds,
         args.ops,
