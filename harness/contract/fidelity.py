@@ -105,7 +105,7 @@ class ProbeOutcome:
 
     op: int
     origin: str
-    token_ids: list[int]
+    num_tokens: int
     block_hashes: list[ExternalBlockHash]
     truth: Prediction
     predicted: Prediction
@@ -206,7 +206,7 @@ def replay_probes(records: list[Record]) -> ProbeReplay:
                     ProbeOutcome(
                         op=record.op,
                         origin=probe.origin,
-                        token_ids=probe.token_ids,
+                        num_tokens=num_tokens,
                         block_hashes=probe.block_hashes,
                         truth=Prediction(probe.hit, tuple(probe.hit_per_group)),
                         predicted=predicted,
