@@ -6,6 +6,7 @@ under a file lock and moved into place only when complete, so parallel runs
 share one download and a half-written entry is never seen.
 
     sdists/NAME-VERSION.tar.gz      fetched sdists, sha256 checked
+    quarantine/                     cached sdists that no longer matched their pin
     trees/IDENTITY/                 unpacked pristine trees (read only)
     patched/TARGET-TIER-KEY/        patched trees, keyed by source and series
     outcomes/KEY.json               pristine upstream outcomes
@@ -15,7 +16,11 @@ share one download and a half-written entry is never seen.
 """
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from harness.errors import CacheError
 
 
 def root() -> Path:
@@ -25,13 +30,42 @@ def root() -> Path:
     return Path(base).resolve() / "vllm-kv-series"
 
 
-def lock(name: str):
-    """A file lock named ``name`` in the cache (a context manager)."""
+def unusable(exc: OSError) -> CacheError:
+    """The error for a cache that cannot be written (read-only, a file, ...)."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    return CacheError(
+        f"cannot write to the harness cache {root()}: {exc.strerror}{where}; set "
+        f"HARNESS_CACHE_DIR to a writable directory"
+    )
+
+
+def directory(path: Path) -> Path:
+    """``path``, a directory of the cache, made if missing."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise unusable(exc) from None
+    return path
+
+
+@contextmanager
+def lock(name: str) -> Iterator[None]:
+    """Hold the file lock named ``name`` in the cache while the block runs."""
     from filelock import FileLock
 
-    locks = root() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    return FileLock(locks / f"{name}.lock")
+    file_lock = FileLock(directory(root() / "locks") / f"{name}.lock")
+    try:
+        file_lock.acquire()
+    except OSError as exc:
+        raise unusable(exc) from None
+    try:
+        yield
+    finally:
+        file_lock.release()
+
+
+def quarantine() -> Path:
+    return root() / "quarantine"
 
 
 def sdists() -> Path:

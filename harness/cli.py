@@ -11,10 +11,14 @@ the error's own exit code.
 
 import argparse
 import importlib
+import os
+import signal
 import sys
+import traceback
 
-from harness.errors import UserError, exit_codes
+from harness.errors import INTERNAL_ERROR, STOP_SIGNALS, Stopped, UserError, exit_codes
 from harness.log import error
+from harness.processes import handle_stop_signals, restore_handlers
 
 # Verb -> (module, help), in the order `--help` lists them.
 VERBS = {
@@ -111,18 +115,40 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """Run one verb; every way it can end is an exit status of its own."""
+    previous_handlers = handle_stop_signals()
+    try:
+        status = _run_verb(sys.argv[1:] if argv is None else argv)
+        sys.stdout.flush()  # a closed stdout shows here, not at exit
+        return status
+    except UserError as exc:
+        error(str(exc))
+        return exc.exit_code
+    except (KeyboardInterrupt, Stopped) as exc:
+        signum = getattr(exc, "signum", int(signal.SIGINT))
+        error(STOP_SIGNALS[signum])
+        return 128 + signum
+    except BrokenPipeError:
+        # Whoever read stdout stopped (`| head`): not a bug. Exit as a process
+        # ended by SIGPIPE does, with nothing more written to the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    except Exception:
+        traceback.print_exc()
+        error(
+            "internal error: this is a bug in the harness; the traceback above "
+            "says where"
+        )
+        return INTERNAL_ERROR
+    finally:
+        restore_handlers(previous_handlers)
+
+
+def _run_verb(argv: list[str]) -> int:
     verb = next((word for word in argv if not word.startswith("-")), None)
     parser = build_parser(verb)
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
-    try:
-        return args.run(args)
-    except UserError as exc:
-        error(str(exc))
-        return exc.exit_code
-    except KeyboardInterrupt:
-        error("interrupted")
-        return 130
+    return args.run(args)

@@ -3,8 +3,22 @@
 `harness.cli.main` is the only place that catches them: it prints the message
 as one line, ``error: ...``, and exits with the class's code. Codes 0, 1 and 2
 keep their usual meanings (`EXIT_CODES`); every error class has a code of its
-own, so a script can tell them apart.
+own, so a script can tell them apart. README's "Exit status" is this table.
 """
+
+import signal
+
+# A bug in the harness: an exception no error class describes. cli.main prints
+# its traceback and exits with this code (EX_SOFTWARE of sysexits.h), never 1,
+# which says a check found a problem.
+INTERNAL_ERROR = 70
+# The signals that end a verb early, each with the status it exits with
+# (128 + the signal's number, as a shell reports a process a signal ended).
+STOP_SIGNALS = {
+    signal.SIGHUP: "hung up (the terminal closed)",
+    signal.SIGINT: "interrupted (Ctrl-C)",
+    signal.SIGTERM: "terminated (SIGTERM)",
+}
 
 # What a verb's exit status means. A check that ran and found a problem (a
 # verdict FAIL, a stream violation, a lint finding) exits 1, not with an
@@ -13,8 +27,21 @@ EXIT_CODES = {
     0: "success: the check ran and found nothing wrong",
     1: "the check ran and found a problem (verdict FAIL, violations, findings)",
     2: "usage: the command line is wrong (argparse)",
-    130: "interrupted (Ctrl-C)",
+    INTERNAL_ERROR: "internal error: a bug in the harness (a traceback is printed)",
+    **{128 + number: meaning for number, meaning in STOP_SIGNALS.items()},
+    128 + signal.SIGPIPE: "stdout closed before the output was written (a pipe "
+    "to head)",
 }
+
+
+class Stopped(BaseException):
+    """A stop signal (SIGTERM, SIGHUP) arrived; raised in the main thread like
+    KeyboardInterrupt for Ctrl-C, so that every ``finally`` and context manager
+    on the way out cleans up (harness.processes installs the handlers)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 class UserError(Exception):
@@ -58,13 +85,17 @@ class TestRunError(UserError):
     exit_code = 8
 
 
-class UnreadableStream(UserError):
+class UnreadableInput(UserError):
+    """Input that cannot be read: not a KV-event stream, not a verdict."""
+
+    exit_code = 9
+
+
+class UnreadableStream(UnreadableInput):
     """Input that is not a sequence of KVEventBatch payloads.
 
     ``position`` says where, e.g. "byte 1234" or "message 7".
     """
-
-    exit_code = 9
 
     def __init__(self, position: str, reason: str, source: str | None = None):
         where = f"unreadable at {position}" if position else "unreadable"
@@ -114,6 +145,26 @@ class MissingDependency(UserError):
     """An optional dependency the verb needs is not installed."""
 
     exit_code = 15
+
+
+class IncompleteStream(UserError):
+    """A stream that is not whole: empty, nothing received, messages missing.
+
+    The checker cannot call such a stream clean, whatever it found in it.
+    """
+
+    exit_code = 16
+
+    def __init__(self, source: str, reason: str):
+        super().__init__(f"{source}: incomplete: {reason}")
+        self.source = source
+        self.reason = reason
+
+
+class CacheError(UserError):
+    """The harness cache cannot be used (not a directory, not writable)."""
+
+    exit_code = 17
 
 
 def require(module: str, extra: str):

@@ -173,6 +173,11 @@ def load_targets(path: Path | None = None) -> dict[str, Target]:
         raise TargetError(f"cannot read {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise TargetError(f"{path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise TargetError(
+            f"{path} is not UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset "
+            f"{exc.start}), as TOML must be"
+        ) from None
     _known(f"{path}: table", document, ("defaults", "targets"))
     tables = document.get("targets")
     if not isinstance(tables, dict) or not tables:

@@ -218,3 +218,34 @@ def _side_by_side(counts: object) -> str:
     if isinstance(counts, dict) and {"pristine", "patched"} <= counts.keys():
         return f"{counts['pristine']} -> {counts['patched']}"
     return str(counts)
+
+
+def read_verdict(path) -> Verdict:
+    """The verdict `python -m harness test --report` wrote to ``path``; a file
+    that cannot be read, or is not such a verdict, is UnreadableInput (one
+    line naming the file and what is wrong)."""
+    import json
+
+    from harness.errors import UnreadableInput
+
+    def unreadable(reason: str) -> UnreadableInput:
+        return UnreadableInput(
+            f"{path}: not a verdict of `python -m harness test`: {reason}"
+        )
+
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise UnreadableInput(f"{path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise unreadable(f"not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise unreadable(f"a JSON {type(data).__name__}, not an object")
+    try:
+        verdict = Verdict.from_json(data)
+        verdict.row()  # every cell can be made: the outcomes are what they say
+    except KeyError as exc:
+        raise unreadable(f"no field {exc}") from None
+    except (TypeError, AttributeError, ValueError) as exc:
+        raise unreadable(f"a field of the wrong kind ({exc})") from None
+    return verdict

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,10 +105,6 @@ def sha256_hash_model(
 ViewKey = tuple[str | None, int | None]
 
 
-def _index_of(events: list, event: object) -> int:
-    return next(index for index, candidate in enumerate(events) if candidate is event)
-
-
 @dataclass
 class StreamChecker:
     """Replays events into multiset views and collects violations.
@@ -127,7 +124,12 @@ class StreamChecker:
     # prefix, so its parent never changes, and the next store that makes it
     # live overwrites the batch.
     stored: dict[ViewKey, dict[ExternalBlockHash, tuple]] = field(default_factory=dict)
+    # The violations kept as witnesses: all of them, or the first
+    # `witnesses_per_rule` of each rule (`counts` counts every one), so that a
+    # stream of millions of violations is checked in bounded memory.
     violations: list[Violation] = field(default_factory=list)
+    witnesses_per_rule: int | None = None
+    counts: Counter = field(default_factory=Counter)
     # Stores of a hash that was already live (class K5: the view counts them).
     duplicate_stores: int = 0
     batches: int = 0
@@ -139,14 +141,14 @@ class StreamChecker:
     def apply(self, events: list[KVCacheEvent]) -> list[Violation]:
         """Apply one batch's events in list order; return the violations
         found in it."""
-        first = len(self.violations)
+        self._found: list[Violation] = []
         batch = self.batches
         self.batches = batch + 1
         self.events += len(events)
         duplicates = 0
         check_chains = self.hash_model is not None
         medium = group = live = stored = None
-        for event in events:
+        for index, event in enumerate(events):
             kind = type(event)
             if kind is AllBlocksCleared:
                 self.views.clear()
@@ -163,20 +165,20 @@ class StreamChecker:
                         seen = parent in stored
                         cause = PARENT_REMOVED if seen else PARENT_NEVER_REPORTED
                     self._violation(
-                        "C1", batch, events, event, "parent is not live", cause=cause
+                        "C1", batch, index, event, "parent is not live", cause=cause
                     )
                 hashes = event.block_hashes
                 if len(hashes) * event.block_size != len(event.token_ids):
                     self._violation(
                         "C3",
                         batch,
-                        events,
+                        index,
                         event,
                         f"{len(hashes)} hashes x block_size {event.block_size} "
                         f"!= {len(event.token_ids)} tokens",
                     )
                 elif check_chains:  # tokens cannot be placed when C3 fails
-                    self._check_chain(batch, events, event)
+                    self._check_chain(batch, index, event)
                 for block_hash in hashes:
                     count = live.get(block_hash)
                     if count is None:
@@ -194,7 +196,7 @@ class StreamChecker:
                         self._violation(
                             "C2",
                             batch,
-                            events,
+                            index,
                             event,
                             "removed hash is not live",
                             (block_hash,),
@@ -204,7 +206,7 @@ class StreamChecker:
                     else:
                         live[block_hash] = count - 1
         self.duplicate_stores += duplicates
-        return self.violations[first:]
+        return self._found
 
     def _view(self, key: ViewKey) -> tuple[dict, dict | None]:
         live = self.views.get(key)
@@ -218,7 +220,7 @@ class StreamChecker:
         self,
         rule: str,
         batch: int,
-        events: list,
+        index: int,
         event: KVCacheEvent,
         detail: str,
         hashes: tuple | None = None,
@@ -226,11 +228,23 @@ class StreamChecker:
     ) -> None:
         if hashes is None:
             hashes = (event.parent_block_hash, *event.block_hashes[:1])
-        self.violations.append(
-            Violation(rule, batch, _index_of(events, event), hashes, detail, cause)
-        )
+        violation = Violation(rule, batch, index, hashes, detail, cause)
+        self._found.append(violation)
+        self._keep(violation)
 
-    def _check_chain(self, batch: int, events: list, event: BlockStored) -> None:
+    def _keep(self, violation: Violation) -> None:
+        """Count a violation, and keep it as a witness if its rule has room."""
+        self.counts[violation.rule] += 1
+        limit = self.witnesses_per_rule
+        if limit is None or self.counts[violation.rule] <= limit:
+            self.violations.append(violation)
+
+    @property
+    def violation_count(self) -> int:
+        """Every violation found, kept as a witness or not."""
+        return sum(self.counts.values())
+
+    def _check_chain(self, batch: int, index: int, event: BlockStored) -> None:
         """C4: chain-hash the event's tokens from its parent's chain value.
 
         The parent's chain value was itself rebuilt from the tokens along its
@@ -257,7 +271,7 @@ class StreamChecker:
                 self._violation(
                     "C4",
                     batch,
-                    events,
+                    index,
                     event,
                     f"hash {index} is not the chain hash of its tokens "
                     "(reported, rebuilt)",
@@ -282,7 +296,7 @@ class StreamChecker:
             reachable = set()
             for block_hash in held_hashes:
                 if block_hash not in live:
-                    self.violations.append(
+                    self._keep(
                         Violation(
                             "C6",
                             batch,
@@ -298,7 +312,7 @@ class StreamChecker:
                     parent = stored[parent][0]
             for block_hash in live:
                 if block_hash not in held_hashes and block_hash not in reachable:
-                    self.violations.append(
+                    self._keep(
                         Violation(
                             "C6",
                             batch,
@@ -320,7 +334,7 @@ class StreamChecker:
                     if block_hash in stored
                     else ""
                 )
-                self.violations.append(
+                self._keep(
                     Violation(
                         "C5",
                         None,

@@ -7,9 +7,11 @@ value the class name) with defaulted fields omitted; the batch is an array
 batch elements that a later release may add.
 """
 
+import io
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
+import msgpack
 import msgspec
 
 from harness.errors import UnreadableStream
@@ -56,48 +58,70 @@ class KVEventBatch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False
     data_parallel_rank: int | None = None
 
 
-_raw_decoder = msgspec.msgpack.Decoder(msgspec.Raw)
 _batch_decoder = msgspec.msgpack.Decoder(KVEventBatch)
 _event_decoder = msgspec.msgpack.Decoder(KVCacheEvent)
-_TRAILING = "trailing characters (byte "
+
+# A payload larger than this is not one of vLLM's batches (they are kilobytes):
+# the input is refused rather than held in memory.
+MAX_PAYLOAD_BYTES = 64 << 20
+READ_CHUNK_BYTES = 1 << 20
 
 
-def split_payloads(data: bytes | memoryview) -> Iterator[tuple[int, memoryview]]:
+def split_payloads(data: bytes | memoryview | BinaryIO) -> Iterator[tuple[int, bytes]]:
     """Yield ``(offset, payload)`` for msgpack objects laid back to back.
 
-    msgspec decodes exactly one object per call and has no streaming decoder;
-    its "trailing characters (byte N)" error marks where the first object
-    ends, so skipping one raw object per call finds the frame boundaries at
-    C speed without decoding anything.
+    ``data`` is bytes or a binary stream, read a chunk at a time: only the
+    payload being framed is held, never the whole input. Framing uses
+    msgpack-python's streaming ``Unpacker`` (``feed``, ``skip``, ``tell``),
+    which finds where each object ends without building it; msgspec has no
+    streaming decoder. Raises UnreadableStream naming the offset of the
+    payload that is not msgpack, nested too deeply, too large, or cut short.
     """
-    view = memoryview(data)
-    offset = 0
-    while offset < len(view):
-        rest = view[offset:]
-        try:
-            _raw_decoder.decode(rest)
-            length = len(rest)
-        except msgspec.DecodeError as exc:
-            message = str(exc)
-            position = message.find(_TRAILING)
-            if position < 0:
-                raise UnreadableStream(f"byte {offset}", message) from None
-            length = int(
-                message[position + len(_TRAILING) : message.index(")", position)]
+    stream = io.BytesIO(data) if isinstance(data, bytes | memoryview) else data
+    unpacker = msgpack.Unpacker(max_buffer_size=MAX_PAYLOAD_BYTES + READ_CHUNK_BYTES)
+    pending = bytearray()  # the input from offset `start` on: one payload's start
+    start = 0
+    while chunk := stream.read(READ_CHUNK_BYTES):
+        unpacker.feed(chunk)
+        pending += chunk
+        while True:
+            try:
+                unpacker.skip()
+            except msgpack.OutOfData:
+                break
+            except msgpack.StackError:
+                raise UnreadableStream(
+                    f"byte {start}", "msgpack nested deeper than any KVEventBatch"
+                ) from None
+            except (msgpack.FormatError, ValueError) as exc:
+                reason = str(exc) or "a byte that starts no msgpack object"
+                raise UnreadableStream(
+                    f"byte {start}", f"not msgpack: {reason}"
+                ) from None
+            end = unpacker.tell()
+            if end - start > MAX_PAYLOAD_BYTES:
+                break
+            yield start, bytes(pending[: end - start])
+            del pending[: end - start]
+            start = end
+        if len(pending) > MAX_PAYLOAD_BYTES:
+            raise UnreadableStream(
+                f"byte {start}",
+                f"a payload of over {MAX_PAYLOAD_BYTES} bytes: not a KVEventBatch",
             )
-        yield offset, rest[:length]
-        offset += length
+    if pending:
+        raise UnreadableStream(
+            f"byte {start}",
+            f"truncated: the input ends {len(pending)} byte(s) into this payload",
+        )
 
 
-def decode_batches(data: bytes | memoryview) -> Iterator[tuple[int, KVEventBatch]]:
+def decode_batches(
+    data: bytes | memoryview | BinaryIO,
+) -> Iterator[tuple[int, KVEventBatch]]:
     """Yield ``(offset, batch)`` for each KVEventBatch payload in ``data``."""
     for offset, payload in split_payloads(data):
-        try:
-            yield offset, _batch_decoder.decode(payload)
-        except msgspec.DecodeError as exc:  # ValidationError included
-            raise UnreadableStream(
-                f"byte {offset}", f"not a KVEventBatch: {exc}"
-            ) from None
+        yield offset, decode_batch(payload, f"byte {offset}")
 
 
 def decode_event(payload: bytes) -> KVCacheEvent:
@@ -111,6 +135,10 @@ def decode_batch(payload: bytes, position: str) -> KVEventBatch:
         return _batch_decoder.decode(payload)
     except msgspec.DecodeError as exc:  # ValidationError included
         raise UnreadableStream(position, f"not a KVEventBatch: {exc}") from None
+    except RecursionError:  # nesting inside a field that takes any value
+        raise UnreadableStream(
+            position, "not a KVEventBatch: nested deeper than Python can decode"
+        ) from None
 
 
 def short_hash(block_hash: ExternalBlockHash | None) -> str:

@@ -31,14 +31,30 @@ def serve(handler: Handler) -> int:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     # The log shows what the child printed up to a failure.
     sys.stdout.reconfigure(line_buffering=True)
-    for line in sys.stdin:
+    for number, line in enumerate(sys.stdin, 1):
         try:
-            reply = {"ok": True, **(handler(json.loads(line)) or {})}
-        except Exception as exc:  # reported to the parent, which fails
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            request = json.loads(line)
+        except ValueError as exc:
+            error = f"request {number} is not JSON ({exc}): {line[:80]!r}"
+            reply = {"ok": False, "error": error}
+        else:
+            reply = _answer(handler, number, request)
         replies.write(json.dumps(reply) + "\n")
         replies.flush()
     return 0
+
+
+def _answer(handler: Handler, number: int, request: Any) -> dict[str, Any]:
+    if not isinstance(request, dict):
+        kind = type(request).__name__
+        return {
+            "ok": False,
+            "error": f"request {number} is a JSON {kind}, not an object",
+        }
+    try:
+        return {"ok": True, **(handler(request) or {})}
+    except Exception as exc:  # reported to the parent, which fails
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
 
 class TreeWorker:

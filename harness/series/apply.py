@@ -3,25 +3,36 @@
 With quilt on PATH each patch is pushed with `quilt push --fuzz=0` and quilt's
 `.pc` bookkeeping is removed afterwards; without it (or with
 HARNESS_APPLY_WITH=git) each patch goes through `git apply --check`, then
-`git apply`, which never fuzzes. Both must give the same tree. A series either
-applies whole or leaves nothing behind: a new tree is built next to its
-destination and renamed into place, and a checkout gets the patches pushed so
-far reversed.
+`git apply`, which never fuzzes. Both must give the same tree.
+
+A series applies whole or leaves nothing behind, on a failing patch and on a
+stop signal alike (harness.processes raises those as exceptions, and ends
+quilt or git with their children first):
+
+- a new tree is built in scratch space beside its destination
+  (harness.scratch) and renamed into place when every patch applied;
+- a checkout is restored byte for byte: the files the patches name are saved
+  before the first push and written back, quilt's `.pc` is removed, and
+  whatever else git sees as changed or new since is put back or removed
+  (harness.series.snapshot).
+
+What can be checked before any work is checked first: the apply method, the
+destination, and the version of a checkout.
 """
 
 import hashlib
 import os
+import re
 import shutil
-import subprocess
-import tempfile
 import textwrap
 from pathlib import Path
 
-from harness import cache
-from harness.errors import SeriesError
-from harness.log import progress
+from harness import cache, processes, scratch
+from harness.errors import OutputError, SeriesError
+from harness.log import progress, warning
 from harness.series.model import Series, SeriesEntry, load_series
-from harness.targets import Target
+from harness.series.snapshot import CheckoutSnapshot
+from harness.targets import GitSource, SdistSource, Target
 from harness.trees.sources import pristine_tree
 
 
@@ -35,26 +46,13 @@ class QuiltApplier:
             "QUILT_SERIES": str(series.series_file.resolve()),
         }
 
-    def _quilt(self, tree: Path, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            ["quilt", "--quiltrc", "-", *args],
+    def push(self, tree: Path, entry: SeriesEntry) -> str | None:
+        result = processes.run(
+            ["quilt", "--quiltrc", "-", "push", "--fuzz=0", entry.patch],
             cwd=tree,
             env=self.env,
-            capture_output=True,
-            text=True,
         )
-
-    def push(self, tree: Path, entry: SeriesEntry) -> str | None:
-        result = self._quilt(tree, "push", "--fuzz=0", entry.patch)
         return None if result.returncode == 0 else result.stdout + result.stderr
-
-    def undo(self, tree: Path, pushed: list[SeriesEntry]) -> None:
-        if pushed:
-            result = self._quilt(tree, "pop", "-a", "-q")
-            if result.returncode != 0:
-                output = result.stdout + result.stderr
-                raise SeriesError(f"quilt pop -a failed in {tree}:\n{output}")
-        self.finish(tree)
 
     def finish(self, tree: Path) -> None:
         shutil.rmtree(tree / ".pc", ignore_errors=True)
@@ -70,13 +68,8 @@ class GitApplier:
         # Stop git from taking an enclosing repository's root as the tree's.
         env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(tree.resolve().parent)}
         command = ["git", "apply", f"-p{entry.strip}", "--whitespace=nowarn"]
-        return subprocess.run(
-            [*command, *options, str(self.series.patch_path(entry).resolve())],
-            cwd=tree,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
+        patch = str(self.series.patch_path(entry).resolve())
+        return processes.run([*command, *options, patch], cwd=tree, env=env)
 
     def push(self, tree: Path, entry: SeriesEntry) -> str | None:
         for options in (["--check"], []):
@@ -84,14 +77,6 @@ class GitApplier:
             if result.returncode != 0:
                 return result.stderr
         return None
-
-    def undo(self, tree: Path, pushed: list[SeriesEntry]) -> None:
-        for entry in reversed(pushed):
-            result = self._git_apply(tree, entry, "-R")
-            if result.returncode != 0:
-                raise SeriesError(
-                    f"could not reverse {entry.patch} in {tree}:\n{result.stderr}"
-                )
 
     def finish(self, tree: Path) -> None:
         pass
@@ -109,40 +94,94 @@ def choose_applier(series: Series) -> QuiltApplier | GitApplier:
     return GitApplier(series)
 
 
-def apply_series(tree: Path, series: Series) -> None:
-    """Apply every patch, or undo the ones applied and raise naming the failure."""
-    applier = choose_applier(series)
+def apply_series(tree: Path, series: Series, applier) -> None:
+    """Push every patch; raise naming the first that does not apply (the
+    caller puts the tree back)."""
     progress(f"applying {series.series_file} with {applier.name}")
-    pushed: list[SeriesEntry] = []
     for number, entry in enumerate(series.entries, 1):
         progress(f"applying [{number}/{len(series.entries)}] {entry.patch}")
         failure = applier.push(tree, entry)
         if failure is not None:
-            applier.undo(tree, pushed)
             detail = textwrap.indent(failure.strip(), "    ")
             raise SeriesError(
                 f"patch {entry.patch} from {series.series_file} does not apply "
                 f"({applier.name}, no fuzz):\n{detail}"
             )
-        pushed.append(entry)
     applier.finish(tree)
+
+
+# --------------------------------------------------------------------------
+# A new patched tree
+# --------------------------------------------------------------------------
 
 
 def build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
     """A patched copy of the pristine tree at dest, which must not exist yet."""
     series = load_series(target, tier)
-    if dest.exists():
-        raise SeriesError(f"{dest} already exists; remove it or choose another")
+    applier = choose_applier(series)
+    _check_new_destination(dest)
     pristine = pristine_tree(target)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".{dest.name}-") as work:
-        tree = Path(work) / "tree"
-        progress(f"copying the pristine tree of {target.name} ({pristine})")
-        shutil.copytree(pristine, tree, symlinks=True)
-        apply_series(tree, series)
-        tree.rename(dest)
+    if dest.resolve().is_relative_to(pristine.resolve()):
+        raise OutputError(
+            f"{dest} is inside the pristine tree {pristine} of target "
+            f"{target.name}, which would be copied into itself; choose a "
+            f"destination outside it"
+        )
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with scratch.directory(dest.parent, "apply") as work:
+            tree = work / "tree"
+            progress(f"copying the pristine tree of {target.name} ({pristine})")
+            shutil.copytree(pristine, tree, symlinks=True)
+            apply_series(tree, series, applier)
+            _move_into_place(tree, dest)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot build the patched tree at {dest}: {_why(exc)}"
+        ) from None
     progress(f"{len(series.entries)} patch(es) of tier {tier} applied: {dest}")
     return dest
+
+
+def _check_new_destination(dest: Path) -> None:
+    if dest.is_symlink():
+        raise OutputError(
+            f"{dest} is a symlink (to {os.readlink(dest)}); give a path that does "
+            f"not exist yet"
+        )
+    if dest.exists():
+        raise OutputError(f"{dest} already exists; remove it or choose another")
+    parent = next((p for p in dest.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise OutputError(f"cannot make {dest}: {parent} is not a directory")
+
+
+def _move_into_place(tree: Path, dest: Path) -> None:
+    if dest.exists() or dest.is_symlink():
+        raise OutputError(
+            f"{dest} was made by another run while this one worked; left it as "
+            f"it is (this run's tree is removed)"
+        )
+    try:
+        tree.rename(dest)
+    except OSError:
+        if dest.exists():
+            raise OutputError(
+                f"{dest} was made by another run while this one worked; left it "
+                f"as it is (this run's tree is removed)"
+            ) from None
+        raise
+
+
+def _why(exc: OSError) -> str:
+    """One line for an OSError, shutil.Error's list of failures included."""
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
+        failures = exc.args[0]
+        source, _, reason = failures[0]
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        return f"{source}: {reason}{more}"
+    where = f": {exc.filename}" if exc.filename else ""
+    return f"{exc.strerror or exc}{where}"
 
 
 def cached_patched_tree(target: Target, tier: str) -> Path:
@@ -162,15 +201,22 @@ def cached_patched_tree(target: Target, tier: str) -> Path:
     return tree
 
 
+# --------------------------------------------------------------------------
+# Onto a checkout
+# --------------------------------------------------------------------------
+
+
 def apply_onto(target: Target, tier: str, checkout: Path) -> None:
     """Apply the series in place onto a clean git checkout, all or nothing."""
     series = load_series(target, tier)
+    applier = choose_applier(series)
     top = _git(checkout, "rev-parse", "--show-toplevel")
     if top is None or Path(top.strip()).resolve() != checkout.resolve():
         raise SeriesError(
             f"{checkout} is not the top of a git checkout; --onto needs one so "
             f"that it can check that nothing is left uncommitted"
         )
+    check_checkout_version(target, checkout)
     if (checkout / ".pc").exists():
         raise SeriesError(f"{checkout / '.pc'} exists (a quilt stack); pop it first")
     status = _git(checkout, "status", "--porcelain")
@@ -180,12 +226,92 @@ def apply_onto(target: Target, tier: str, checkout: Path) -> None:
             f"{checkout} has uncommitted changes ({changed}); commit or stash "
             f"them first"
         )
-    apply_series(checkout, series)
+    snapshot = CheckoutSnapshot(checkout, series.touched_paths())
+    try:
+        apply_series(checkout, series, applier)
+    except BaseException:
+        snapshot.restore()
+        raise
     progress(f"{len(series.entries)} patch(es) of tier {tier} applied onto {checkout}")
 
 
+# --------------------------------------------------------------------------
+# Which vLLM a checkout is
+# --------------------------------------------------------------------------
+
+_VERSION_ASSIGNMENT = re.compile(
+    r"^__version__\s*=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", re.MULTILINE
+)
+
+
+def checkout_version(checkout: Path) -> tuple[str, str] | None:
+    """(version, how it was found) of the vLLM a checkout holds, or None: the
+    nearest v* tag before HEAD, else vllm/_version.py, else PKG-INFO."""
+    tag = (
+        _git(checkout, "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*") or ""
+    ).strip()
+    if tag:
+        since = (_git(checkout, "rev-list", "--count", f"{tag}..HEAD") or "0").strip()
+        after = f", {since} commit(s) after it" if since != "0" else ""
+        return tag.removeprefix("v"), f"tag {tag}{after}"
+    version_file = checkout / "vllm" / "_version.py"
+    if version_file.is_file():
+        match = _VERSION_ASSIGNMENT.search(version_file.read_text(errors="replace"))
+        if match:
+            return match[1], "vllm/_version.py"
+    pkg_info = checkout / "PKG-INFO"
+    if pkg_info.is_file():
+        match = re.search(
+            r"^Version: (\S+)", pkg_info.read_text(errors="replace"), re.M
+        )
+        if match:
+            return match[1], "PKG-INFO"
+    return None
+
+
+def check_checkout_version(target: Target, checkout: Path) -> None:
+    """Refuse a checkout of another vLLM than the target's, naming the one
+    found; an unknown version is a warning (the apply restores on failure)."""
+    if isinstance(target.source, GitSource):
+        _check_descends(target, target.source, checkout)
+    elif isinstance(target.source, SdistSource):
+        _check_release(target, target.source, checkout)
+
+
+def _check_descends(target: Target, source: GitSource, checkout: Path) -> None:
+    ancestry = ("merge-base", "--is-ancestor", source.commit, "HEAD")
+    result = processes.run(["git", "-C", str(checkout), *ancestry])
+    if result.returncode == 1:
+        raise SeriesError(
+            f"{checkout}: HEAD does not descend from commit {source.commit}, the "
+            f"source of target {target.name}; check out a branch based on it"
+        )
+    if result.returncode != 0:
+        warning(
+            f"cannot tell whether {checkout} holds commit {source.commit} of target "
+            f"{target.name} (not in this repository); applying anyway"
+        )
+
+
+def _check_release(target: Target, source: SdistSource, checkout: Path) -> None:
+    found = checkout_version(checkout)
+    if found is None:
+        warning(
+            f"cannot tell which vLLM {checkout} is (no v* tag before HEAD, no "
+            f"vllm/_version.py, no PKG-INFO); applying the series of vLLM "
+            f"{source.version} anyway"
+        )
+        return
+    version, how = found
+    if version != source.version:
+        raise SeriesError(
+            f"{checkout} is vLLM {version} ({how}), but target {target.name} is "
+            f"vLLM {source.version}; check out v{source.version}, or use the target "
+            f"of {version} if there is one (python -m harness targets)"
+        )
+    progress(f"{checkout} is vLLM {version} ({how})")
+
+
 def _git(checkout: Path, *args: str) -> str | None:
-    result = subprocess.run(
-        ["git", "-C", str(checkout), *args], capture_output=True, text=True
-    )
+    result = processes.run(["git", "-C", str(checkout), *args])
     return result.stdout if result.returncode == 0 else None

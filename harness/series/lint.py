@@ -7,10 +7,14 @@ patches/vX.Y/):
   directory is listed in one of its series files;
 - every listed patch has the form harness.series.patch_form checks: a mail
   that `git am --keep-non-patch` takes, in quilt's refreshed form;
-- when the target's pristine tree is already in the harness cache (the lint
-  never downloads), the series is applied with `git apply` (no fuzz) to a
-  scratch copy of the files it touches, and a patch that does not apply is an
-  error. `ruff check` and `ruff format` then read each patched Python file on
+- no patch has CRLF line endings (quilt applies those, git apply does not),
+  and no series file is empty;
+- whenever the target's pristine tree can be had without a download (it is
+  in the harness cache, or its cached sdist is unpacked; the lint never
+  downloads), the series is applied with `git apply` (no fuzz) to a scratch
+  copy of the files it touches, and a patch that does not apply is an
+  error; what was skipped for want of a tree is said, in the notes and in
+  the closing line. `ruff check` and `ruff format` then read each patched Python file on
   stdin as if it were that file of the cached tree, so vLLM's own
   configuration (the tree's pyproject.toml), excludes and first-party packages
   apply, and nothing is written to the cache. Only what the series introduces
@@ -31,10 +35,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import scratch as scratch_space
 from harness.checkout import PIN_FILE
-from harness.errors import SeriesError
+from harness.errors import SeriesError, SourceError
 from harness.series.apply import GitApplier
-from harness.series.model import Series, read_series
+from harness.series.model import Series, crlf_error, read_series
 from harness.series.patch_form import check_patch
 from harness.targets import Target, load_targets
 from harness.trees.sources import cached_pristine_tree
@@ -45,7 +50,9 @@ class Findings:
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     patches: int = 0  # patch files checked
+    applied: int = 0  # series applied without fuzz to a pristine tree
     ruff_runs: int = 0  # series linted with ruff on a cached tree
+    skipped: list[str] = field(default_factory=list)  # series not applied
 
 
 @dataclass
@@ -95,6 +102,9 @@ def lint_directory(
         except SeriesError as exc:
             findings.errors.append(str(exc))
             continue
+        if not entries:
+            findings.errors.append(f"{shown_series}: lists no patch")
+            continue
         complete = True
         touched: dict[str, list[str]] = defaultdict(list)
         for entry in entries:
@@ -112,6 +122,8 @@ def lint_directory(
                 errors, checked[entry.patch] = check_patch(
                     patch, _shown(root, patch), entry.strip
                 )
+                if crlf := crlf_error(patch):
+                    errors.append(crlf.replace(str(patch), _shown(root, patch), 1))
                 findings.errors += errors
                 findings.patches += 1
             for file in checked[entry.patch]:
@@ -205,8 +217,7 @@ def ruff_findings(ruff: list[str], tree: Path, path: str, text: str) -> list:
 def patched_files(tree: Path, series: Series, files: list[str]) -> dict[str, str]:
     """The series applied (git apply, no fuzz) to a scratch copy of the files
     it touches: file -> patched text, for those of files that remain."""
-    with tempfile.TemporaryDirectory(prefix="serieslint-") as work:
-        scratch = Path(work)
+    with scratch_space.directory(Path(tempfile.gettempdir()), "lint") as scratch:
         for file in files:
             if (tree / file).is_file():
                 (scratch / file).parent.mkdir(parents=True, exist_ok=True)
@@ -220,11 +231,18 @@ def patched_files(tree: Path, series: Series, files: list[str]) -> dict[str, str
                     f"{entry.patch} does not apply to the cached pristine tree "
                     f"{tree} (no fuzz): {reason}"
                 )
-        return {
-            file: (scratch / file).read_text()
-            for file in files
-            if (scratch / file).is_file()
-        }
+        patched = {}
+        for file in files:
+            if (scratch / file).is_file():
+                data = (scratch / file).read_bytes()
+                try:
+                    patched[file] = data.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise SeriesError(
+                        f"{file} is not UTF-8 once patched (byte "
+                        f"0x{data[exc.start]:02x} at offset {exc.start})"
+                    ) from None
+        return patched
 
 
 def ruff_series(
@@ -266,21 +284,16 @@ def introduced(before: list, after: list) -> list:
 def lint(root: Path) -> Findings:
     findings = Findings()
     ruff = ruff_command()
-    skipped: set[str] = set()
     for directory in patches_dirs(root):
         usable = lint_directory(root, directory, findings)
         for name, (series, touched) in sorted(usable.items()):
-            users = [t for t in directory.targets if name in t.series.values()]
-            trees = {
-                tree for t in users if (tree := cached_pristine_tree(t)) is not None
-            }
-            if not trees:
-                skipped.update(t.name for t in users)
-                continue
             shown = _shown(root, series.series_file)
+            users = [t for t in directory.targets if name in t.series.values()]
+            trees = _pristine_trees(users, shown, findings)
             for tree in sorted(trees):
                 try:
                     patched = patched_files(tree, series, sorted(touched))
+                    findings.applied += 1
                     if ruff is not None:
                         findings.ruff_runs += 1
                         findings.errors += ruff_series(
@@ -290,9 +303,28 @@ def lint(root: Path) -> Findings:
                     findings.errors.append(f"{shown}: {exc}")
     if ruff is None:
         findings.notes.append("ruff skipped: ruff is not installed")
-    if skipped:
-        findings.notes.append(
-            f"ruff skipped for target(s) {', '.join(sorted(skipped))}: no cached "
-            f"pristine tree (`python -m harness fetch --target T` caches one)"
-        )
     return findings
+
+
+def _pristine_trees(users: list[Target], shown: str, findings: Findings) -> set:
+    """The pristine trees of the targets using a series that can be had
+    without a download; the series is noted as skipped if there is none."""
+    trees, missing = set(), []
+    for target in users:
+        try:
+            tree = cached_pristine_tree(target)
+        except SourceError as exc:
+            findings.notes.append(f"{shown}: target {target.name}: {exc}")
+            tree = None
+        if tree is None:
+            missing.append(target.name)
+        else:
+            trees.add(tree)
+    if not trees:
+        findings.skipped.append(shown)
+        findings.notes.append(
+            f"{shown}: no-fuzz apply check and ruff skipped: no pristine tree of "
+            f"target(s) {', '.join(missing)} in the cache (`python -m harness "
+            f"fetch --target T` caches one)"
+        )
+    return trees

@@ -1,65 +1,77 @@
 """Pristine vLLM trees for the targets, fetched once into a shared cache.
 
 An sdist is fetched through pip, so the user's index configuration (pip.conf,
-PIP_INDEX_URL, PIP_FIND_LINKS, ...) is honoured. vLLM's setup.py runs while pip
-prepares the metadata, so the Python running the harness needs torch and
-vLLM's build requirements: setuptools_rust setuptools_scm wheel packaging
-jinja2 cmake ninja (tox.ini installs them). The sdist's sha256 is checked
-against the pin before anything is unpacked.
+PIP_INDEX_URL, PIP_FIND_LINKS, ...) is honoured, in pip's hash-checking mode:
+the requirement carries the pinned sha256 and pip checks the archive against
+it as soon as it is downloaded, before it builds anything from it. Only then
+does vLLM's setup.py run, while pip prepares the metadata, so the Python
+running the harness needs torch and vLLM's build requirements:
+setuptools_rust setuptools_scm wheel packaging jinja2 cmake ninja (tox.ini
+installs them). The harness checks the sha256 again before unpacking, and a
+cached sdist that no longer matches its pin is moved to the cache's
+quarantine and fetched again.
 
 Trees and sdists live in the harness cache (harness.cache), written under a
-lock and moved into place only when complete; a warm cache needs no network.
+lock in scratch space (harness.scratch) and moved into place only when
+complete; a warm cache needs no network.
 """
 
+import gzip
 import hashlib
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tarfile
-import tempfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import cache
+from harness import cache, processes, scratch
 from harness.errors import SourceError
-from harness.log import progress
+from harness.log import progress, warning
 from harness.targets import GitSource, PathSource, SdistSource, Target
 
 # pip's own errors, and the exception a failed metadata build ends with.
 _ERROR_LINE = re.compile(r"ERROR: |\w+(Error|Exception): ")
+# How pip's hash-checking mode names the digest of an archive it refused.
+_GOT_DIGEST = re.compile(r"^\s*Got\s+([0-9a-f]{64})\s*$", re.MULTILINE)
+# What reading a broken .tar.gz raises, beside tarfile's own errors.
+_BROKEN_ARCHIVE = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile)
 
 
 class DownloadError(Exception):
     """The downloader could not fetch the sdist; the message says why."""
 
 
+class HashMismatch(DownloadError):
+    """The index served an archive whose sha256 is not the pinned one."""
+
+    def __init__(self, actual: str):
+        super().__init__(f"the archive served has sha256 {actual}")
+        self.actual = actual
+
+
 Downloader = Callable[[SdistSource, Path], None]
 
 
 def pip_download(source: SdistSource, dest_dir: Path) -> None:
-    """Download the sdist into dest_dir with pip."""
+    """Download the sdist into dest_dir with pip, in hash-checking mode."""
     env = {
         **os.environ,
         "VLLM_VERSION_OVERRIDE": source.version,
         "VLLM_TARGET_DEVICE": "empty",
     }
     command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--no-binary",
-        ":all:",
-        "--no-build-isolation",
-        f"{source.name}=={source.version}",
-        "-d",
-        str(dest_dir),
+        *(sys.executable, "-m", "pip", "download", "--no-deps"),
+        *("--no-binary", ":all:", "--no-build-isolation", "--require-hashes"),
+        *("--requirement", "/dev/stdin", "--dest", str(dest_dir)),
     ]
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    requirement = f"{source.name}=={source.version} --hash=sha256:{source.sha256}\n"
+    result = processes.run(command, env=env, input=requirement)
     if result.returncode != 0:
+        if refused := _GOT_DIGEST.search(result.stderr):
+            raise HashMismatch(refused[1])
         lines = [line.strip() for line in result.stderr.splitlines()]
         errors = [line for line in lines if _ERROR_LINE.match(line)]
         reason = (errors or [line for line in lines if line] or ["no output"])[-1]
@@ -84,27 +96,53 @@ def pristine_tree(target: Target, downloader: Downloader | None = None) -> Path:
         return tree
     with cache.lock(tree.name):
         if not tree.is_dir():
-            tree.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(source, SdistSource):
-                archive = _verified_sdist(target, downloader or pip_download)
-                _unpack(target.name, archive, tree)
-            else:
-                _clone(target.name, source, tree)
+            try:
+                _build_tree(target, tree, downloader or pip_download)
+            except OSError as exc:  # writing the cache; reading is handled
+                raise cache.unusable(exc) from None
     return tree
+
+
+def _build_tree(target: Target, tree: Path, downloader: Downloader) -> None:
+    cache.directory(tree.parent)
+    if isinstance(target.source, SdistSource):
+        _unpack(target.name, _verified_sdist(target, downloader), tree)
+    else:
+        _clone(target.name, target.source, tree)
+
+
+def cached_sdist(target: Target) -> Path | None:
+    """The target's sdist in the cache if it matches its pin, else None; a
+    cached copy that does not match is moved to the quarantine, with a
+    warning that says so."""
+    source = target.source
+    archive = cache.sdists() / f"{source.name}-{source.version}.tar.gz"
+    if not archive.is_file():
+        return None
+    actual = _sha256(archive)
+    if actual == source.sha256:
+        return archive
+    moved = cache.directory(cache.quarantine()) / f"{archive.name}.{actual}"
+    os.replace(archive, moved)
+    warning(
+        f"the cached {archive} is corrupt: its sha256 is {actual}, not the pinned "
+        f"{source.sha256}; moved it to {moved}"
+    )
+    return None
 
 
 def _verified_sdist(target: Target, downloader: Downloader) -> Path:
     source = target.source
-    sdists = cache.sdists()
-    sdists.mkdir(parents=True, exist_ok=True)
-    archive = sdists / f"{source.name}-{source.version}.tar.gz"
-    if archive.is_file():
-        _check_sha256(target, archive)
+    sdists = cache.directory(cache.sdists())
+    if archive := cached_sdist(target):
         return archive
+    archive = sdists / f"{source.name}-{source.version}.tar.gz"
     progress(f"fetching {source.name}=={source.version} through pip")
-    with tempfile.TemporaryDirectory(dir=sdists, prefix=".download-") as download:
+    with scratch.directory(sdists, "download") as download:
         try:
-            downloader(source, Path(download))
+            downloader(source, download)
+        except HashMismatch as exc:
+            raise SourceError(_tampered(target, exc.actual)) from None
         except DownloadError as exc:
             raise SourceError(
                 f"target {target.name}: cannot fetch {source.name}=={source.version} "
@@ -114,41 +152,54 @@ def _verified_sdist(target: Target, downloader: Downloader) -> Path:
                 f"PIP_FIND_LINKS at a mirror that has the sdist, or set "
                 f"HARNESS_CACHE_DIR to a filled cache"
             ) from None
-        files = list(Path(download).iterdir())
+        files = list(download.iterdir())
         if len(files) != 1:
             names = ", ".join(sorted(file.name for file in files)) or "nothing"
             raise SourceError(
                 f"target {target.name}: expected one sdist from the download, "
                 f"got {names}"
             )
-        _check_sha256(target, files[0])
+        if (actual := _sha256(files[0])) != source.sha256:
+            raise SourceError(_tampered(target, actual))
         os.replace(files[0], archive)
     return archive
 
 
-def _check_sha256(target: Target, archive: Path) -> None:
+def _tampered(target: Target, actual: str) -> str:
+    source = target.source
+    return (
+        f"target {target.name}: the package index served {source.name}=="
+        f"{source.version} with sha256 {actual}, but harness/targets.toml pins "
+        f"{source.sha256}; refused before anything in it ran. Check the index or "
+        f"mirror pip uses (PIP_INDEX_URL, PIP_FIND_LINKS, pip.conf), or the pin"
+    )
+
+
+def _sha256(archive: Path) -> str:
     digest = hashlib.sha256()
     with archive.open("rb") as stream:
         for chunk in iter(lambda: stream.read(1 << 20), b""):
             digest.update(chunk)
-    if digest.hexdigest() != target.source.sha256:
-        raise SourceError(
-            f"target {target.name}: {archive.name} has sha256 {digest.hexdigest()} but "
-            f"harness/targets.toml pins {target.source.sha256}; refusing to unpack it"
-        )
+    return digest.hexdigest()
 
 
 def _unpack(target_name: str, archive: Path, tree: Path) -> None:
     progress(f"unpacking {archive.name}")
-    with tempfile.TemporaryDirectory(dir=tree.parent, prefix=".unpack-") as scratch:
+    with scratch.directory(tree.parent, "unpack") as work:
         try:
             with tarfile.open(archive) as tar:
-                tar.extractall(scratch, filter="data")
+                tar.extractall(work, filter="data")
         except tarfile.FilterError as exc:
             raise SourceError(
                 f"target {target_name}: {archive.name} has an unsafe member ({exc})"
             ) from None
-        entries = list(Path(scratch).iterdir())
+        except _BROKEN_ARCHIVE as exc:
+            raise SourceError(
+                f"target {target_name}: {archive} is not a readable .tar.gz "
+                f"({_first_line(exc)}), although its sha256 is the "
+                f"pinned one: the pin in harness/targets.toml names a broken file"
+            ) from None
+        entries = list(work.iterdir())
         if len(entries) != 1 or not entries[0].is_dir():
             raise SourceError(
                 f"target {target_name}: {archive.name} does not hold exactly one "
@@ -159,14 +210,14 @@ def _unpack(target_name: str, archive: Path, tree: Path) -> None:
 
 def _clone(target_name: str, source: GitSource, tree: Path) -> None:
     progress(f"cloning {source.url} at {source.commit}")
-    with tempfile.TemporaryDirectory(dir=tree.parent, prefix=".clone-") as scratch:
-        checkout = Path(scratch) / "checkout"
+    with scratch.directory(tree.parent, "clone") as work:
+        checkout = work / "checkout"
         steps = (
             ["clone", "--quiet", "--no-checkout", source.url, str(checkout)],
             ["-C", str(checkout), "checkout", "--quiet", "--detach", source.commit],
         )
         for step in steps:
-            result = subprocess.run(["git", *step], capture_output=True, text=True)
+            result = processes.run(["git", *step])
             if result.returncode != 0:
                 reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
                 raise SourceError(
@@ -180,9 +231,22 @@ def _clone(target_name: str, source: GitSource, tree: Path) -> None:
 
 
 def cached_pristine_tree(target: Target) -> Path | None:
-    """The target's pristine tree if it needs no download, else None."""
+    """The target's pristine tree if it can be had without a download (a
+    cached sdist is unpacked), else None."""
     source = target.source
     if isinstance(source, PathSource):
         return source.path if source.path.is_dir() else None
     tree = cache.pristine_tree(source.identity())
-    return tree if tree.is_dir() else None
+    if tree.is_dir():
+        return tree
+    if isinstance(source, SdistSource) and cached_sdist(target):
+        return pristine_tree(target, _no_download)
+    return None
+
+
+def _no_download(source: SdistSource, dest_dir: Path) -> None:
+    raise DownloadError("not downloading: only a cached sdist is used here")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")

@@ -7,6 +7,9 @@ happen inside ``run``, so that ``VERB --help`` needs only the standard
 library.
 """
 
+import argparse
+import math
+
 from harness.targets import TIERS
 
 
@@ -23,3 +26,27 @@ def add_target_arguments(parser, tier: bool = True, target_default=None) -> None
         )
     if tier:
         parser.add_argument("--tier", choices=TIERS, default="default")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (--max-events)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0 (--timeout)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number of seconds above 0, got {text!r}"
+        )
+    return value

@@ -1,8 +1,10 @@
 """`check-stream`: captured KV-event streams checked against the contract."""
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.contract import title
+from harness.verbs import positive_int, positive_seconds
 
 WITNESSES_PER_RULE = 5
 
@@ -11,8 +13,11 @@ def register(parser) -> None:
     parser.description = (
         "Replay KVEventBatch payloads (files of payloads laid back to back, or a "
         "live ZMQ publisher) and report contract violations by rule. Exit 0 "
-        "clean, 1 violations; unreadable input is an error (exit statuses: "
-        "python -m harness --help)."
+        "clean, 1 violations; a stream that is empty, received nothing or misses "
+        "messages (a sequence gap, live or in FILE.seq beside a capture) is "
+        "incomplete, and unreadable input an error, each with its own status "
+        "(python -m harness --help). With several inputs, each is reported and "
+        "the status is the worst."
     )
     parser.add_argument("files", nargs="*", metavar="FILE")
     parser.add_argument(
@@ -23,13 +28,13 @@ def register(parser) -> None:
     parser.add_argument("--topic", default="", help="ZMQ topic prefix (default: all)")
     parser.add_argument(
         "--max-events",
-        type=int,
+        type=positive_int,
         default=None,
         help="stop the subscription after N events",
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=None,
         help="stop the subscription after S seconds",
     )
@@ -41,67 +46,142 @@ def register(parser) -> None:
     parser.set_defaults(run=run, usage_error=parser.error)
 
 
+@dataclass
+class Checked:
+    """One input checked: its checker, and what is missing if it is not whole."""
+
+    source: str
+    checker: object
+    incomplete: str | None = None
+
+
 def run(args) -> int:
+    from harness.errors import IncompleteStream, UnreadableInput
+    from harness.log import error
+
     if not args.files and not args.zmq:
         args.usage_error("give FILE... or --zmq ENDPOINT")
-    results = [(name, check_file(Path(name), args.expect_empty)) for name in args.files]
+    status = 0
+    sources = [(name, lambda name=name: check_file(Path(name))) for name in args.files]
     if args.zmq:
-        results.append((args.zmq, check_zmq(args)))
-    for source, checker in results:
-        print("\n".join(format_report(source, checker)))
-    return 1 if any(checker.violations for _, checker in results) else 0
+        sources.append((args.zmq, lambda: check_zmq(args)))
+    for _, check in sources:
+        try:
+            checked = check()
+        except UnreadableInput as exc:
+            error(str(exc))
+            status = _worse(status, exc.exit_code)
+            continue
+        if args.expect_empty:
+            checked.checker.check_drained()
+        print("\n".join(format_report(checked)), flush=True)
+        if checked.incomplete:
+            error(str(IncompleteStream(checked.source, checked.incomplete)))
+            status = _worse(status, IncompleteStream.exit_code)
+        elif checked.checker.violation_count:
+            status = _worse(status, 1)
+    return status
 
 
-def check_file(path: Path, expect_empty: bool):
+def _worse(status: int, other: int) -> int:
+    """The worse of two statuses: unreadable, then incomplete, then found."""
+    from harness.errors import IncompleteStream, UnreadableInput
+
+    order = (0, 1, IncompleteStream.exit_code, UnreadableInput.exit_code)
+    return max(status, other, key=order.index)
+
+
+def _checker():
     from harness.contract.checker import StreamChecker
-    from harness.contract.wire import decode_batches
-    from harness.errors import UnreadableStream
 
-    checker = StreamChecker()
+    return StreamChecker(witnesses_per_rule=WITNESSES_PER_RULE)
+
+
+def check_file(path: Path) -> Checked:
+    """Check a capture file, read a chunk at a time; its sequence numbers,
+    if FILE.seq is beside it, say whether messages are missing."""
+    from harness.contract.subscribe import (
+        SequenceCheck,
+        read_sequence_numbers,
+        sequence_file,
+    )
+    from harness.contract.wire import decode_batches
+    from harness.errors import UnreadableInput, UnreadableStream
+
+    checker = _checker()
     try:
-        data = path.read_bytes()
-        for _, batch in decode_batches(data):
-            checker.apply(batch.events)
+        with path.open("rb") as stream:
+            for _, batch in decode_batches(stream):
+                checker.apply(batch.events)
     except OSError as exc:
-        raise UnreadableStream("", exc.strerror, str(path)) from None
+        raise UnreadableStream("", exc.strerror or str(exc), str(path)) from None
     except UnreadableStream as exc:
         raise exc.located(str(path)) from None
-    if expect_empty:
-        checker.check_drained()
-    return checker
-
-
-def check_zmq(args):
-    from harness.contract.checker import StreamChecker
-    from harness.contract.subscribe import subscribe
-    from harness.contract.wire import decode_batch
-    from harness.errors import UnreadableStream
-
-    checker = StreamChecker()
-    messages = subscribe(args.zmq, args.topic, args.max_events, args.timeout)
+    if checker.batches == 0:
+        return Checked(str(path), checker, "empty: no KVEventBatch in it")
+    numbers_file = sequence_file(path)
+    if not numbers_file.is_file():
+        return Checked(str(path), checker)
     try:
-        for index, (payload, _) in enumerate(messages):
-            checker.apply(decode_batch(payload, f"message {index}").events)
+        numbers = read_sequence_numbers(numbers_file)
+    except OSError as exc:
+        raise UnreadableInput(f"{numbers_file}: {exc.strerror}") from None
+    if len(numbers) != checker.batches:
+        raise UnreadableInput(
+            f"{numbers_file}: {len(numbers)} sequence number(s) for the "
+            f"{checker.batches} payload(s) of {path}; they do not belong together"
+        )
+    sequence = SequenceCheck()
+    for number in numbers:
+        sequence.see(number)
+    return Checked(str(path), checker, sequence.incomplete())
+
+
+def check_zmq(args) -> Checked:
+    """Check a live subscription until it ends: --max-events, --timeout, or a
+    stop signal (Ctrl-C), which ends the stream as the other two do."""
+    from harness.contract.subscribe import SequenceCheck, subscribe_numbered
+    from harness.contract.wire import decode_batch
+    from harness.errors import Stopped, UnreadableStream
+    from harness.log import progress
+    from harness.processes import stop_signals_held
+
+    checker = _checker()
+    sequence = SequenceCheck()
+    messages = subscribe_numbered(args.zmq, args.topic, args.max_events, args.timeout)
+    try:
+        for index, (seq, payload, _) in enumerate(messages):
+            with stop_signals_held():  # a batch is applied whole
+                sequence.see(seq)
+                checker.apply(decode_batch(payload, f"message {index}").events)
     except UnreadableStream as exc:
         raise exc.located(args.zmq) from None
-    if args.expect_empty:
-        checker.check_drained()
-    return checker
+    except (KeyboardInterrupt, Stopped):
+        progress(f"subscription stopped after {sequence.received} message(s)")
+    finally:
+        messages.close()
+    if sequence.received == 0:
+        waited = f" in {args.timeout:g} s" if args.timeout else ""
+        return Checked(args.zmq, checker, f"no message arrived{waited}")
+    return Checked(args.zmq, checker, sequence.incomplete())
 
 
-def format_report(source: str, checker) -> list[str]:
-    by_rule: dict[str, list] = {}
-    for violation in checker.violations:
-        by_rule.setdefault(violation.rule, []).append(violation)
+def format_report(checked: Checked) -> list[str]:
+    checker = checked.checker
     lines = [
-        f"{source}: {checker.batches} batches, {checker.events} events, "
+        f"{checked.source}: {checker.batches} batches, {checker.events} events, "
         f"{checker.duplicate_stores} stores of an already-live hash, "
-        f"{len(checker.violations)} violations"
+        f"{checker.violation_count} violations"
     ]
-    for rule in sorted(by_rule):
-        found = by_rule[rule]
-        lines.append(f"  {title(rule)}: {len(found)}")
-        lines.extend(f"    {violation}" for violation in found[:WITNESSES_PER_RULE])
-        if len(found) > WITNESSES_PER_RULE:
-            lines.append(f"    ... {len(found) - WITNESSES_PER_RULE} more")
+    if checked.incomplete:
+        lines.append(f"  incomplete: {checked.incomplete}")
+    witnesses: dict[str, list] = {}
+    for violation in checker.violations:
+        witnesses.setdefault(violation.rule, []).append(violation)
+    for rule in sorted(checker.counts):
+        found = checker.counts[rule]
+        lines.append(f"  {title(rule)}: {found}")
+        lines.extend(f"    {violation}" for violation in witnesses.get(rule, []))
+        if found > len(witnesses.get(rule, [])):
+            lines.append(f"    ... {found - len(witnesses.get(rule, []))} more")
     return lines

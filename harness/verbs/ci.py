@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from harness.targets import Target, load_targets
-from harness.verdict import COLUMNS, Verdict
+from harness.verdict import COLUMNS
 
 
 def register(parser) -> None:
@@ -40,8 +40,11 @@ def print_matrix(args) -> int:
 
 
 def print_summary(args) -> int:
-    print(summary(args.reports))
-    return 0
+    from harness.errors import UnreadableInput
+
+    table, unreadable = summary(args.reports)
+    print(table)
+    return UnreadableInput.exit_code if unreadable else 0
 
 
 def matrix(targets: dict[str, Target]) -> dict:
@@ -80,24 +83,36 @@ def tox_environments(targets: dict[str, Target]) -> dict[str, tuple[str, dict]]:
     return environments
 
 
-def summary(reports: list[Path]) -> str:
-    """A Markdown table with a row per report, then a line per missing report."""
-    rows, missing = [], []
+def summary(reports: list[Path]) -> tuple[str, int]:
+    """A Markdown table with a row per report, then a line per missing or
+    unreadable report; and how many were unreadable (each a line on stderr
+    too). A bad report never hides the rows of the good ones."""
+    from harness.errors import UnreadableInput
+    from harness.log import error
+    from harness.verdict import read_verdict
+
+    rows, notes, unreadable = [], [], 0
     for report in reports:
-        if report.is_file():
-            row = Verdict.from_json(json.loads(report.read_text())).row()
-            rows.append([row[column] for column in COLUMNS])
-        else:
-            missing.append(
+        if not report.exists():
+            notes.append(
                 f"No verdict at `{report}`: the run stopped before writing one "
                 "(see the job's log)."
             )
+            continue
+        try:
+            row = read_verdict(report).row()
+        except UnreadableInput as exc:
+            error(str(exc))
+            notes.append(f"Unreadable verdict at `{report}`: {exc}")
+            unreadable += 1
+            continue
+        rows.append([row[column] for column in COLUMNS])
     lines = []
     if rows:
         lines.append(_table_line(COLUMNS))
         lines.append(_table_line(["---"] * len(COLUMNS)))
         lines += [_table_line(row) for row in rows]
-    return "\n".join(lines + missing)
+    return "\n".join(lines + notes), unreadable
 
 
 def _table_line(cells) -> str:

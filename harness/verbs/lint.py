@@ -25,8 +25,15 @@ def run(args) -> int:
     if findings.errors:
         print(f"serieslint: {len(findings.errors)} error(s)")
         return 1
+    skipped = ""
+    if findings.skipped:
+        skipped = (
+            f"; {len(findings.skipped)} series not applied for want of a "
+            f"pristine tree ({', '.join(findings.skipped)})"
+        )
     print(
         f"serieslint: OK, {findings.patches} patch file(s) checked, "
-        f"{findings.ruff_runs} series run through ruff"
+        f"{findings.applied} series applied without fuzz, "
+        f"{findings.ruff_runs} run through ruff{skipped}"
     )
     return 0

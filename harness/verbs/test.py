@@ -51,6 +51,8 @@ def run(args) -> int:
 
     started = time.monotonic()
     target = get_target(args.target)
+    report = args.report or cache.report(target.name, args.tier, args.selection)
+    check_report_path(report)
     tests = target.selection(args.selection)
     pristine = pristine_tree(target)
     patched = cached_patched_tree(target, args.tier)
@@ -66,9 +68,34 @@ def run(args) -> int:
         conformance=conformance,
         wall_seconds=time.monotonic() - started,
     )
-    report = args.report or cache.report(target.name, args.tier, args.selection)
-    report.parent.mkdir(parents=True, exist_ok=True)
-    report.write_text(json.dumps(verdict.as_json(), indent=1) + "\n")
-    print(verdict.render())
+    print(verdict.render(), flush=True)
+    write_report(report, json.dumps(verdict.as_json(), indent=1) + "\n")
     print(f"verdict written to {report}")
     return 0 if verdict.passed else 1
+
+
+def check_report_path(report: Path) -> None:
+    """Refuse, before any work, a --report that can never be written."""
+    from harness.errors import OutputError
+
+    if report.is_dir():
+        raise OutputError(f"--report {report} is a directory; give a file name")
+    parent = next((p for p in report.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise OutputError(f"--report {report}: {parent} is not a directory")
+
+
+def write_report(report: Path, text: str) -> None:
+    """Write the verdict JSON whole or not at all (after it is printed)."""
+    from harness import scratch
+    from harness.errors import OutputError
+
+    try:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        with scratch.replacing(report, "report") as sink:
+            sink.write(text.encode())
+    except OSError as exc:
+        raise OutputError(
+            f"cannot write the verdict to {report}: {exc.strerror or exc}; the "
+            f"verdict printed above stands"
+        ) from None

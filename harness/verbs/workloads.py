@@ -41,6 +41,17 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
+    import importlib.util
+
+    from harness.errors import WorkloadError
+
+    if importlib.util.find_spec("vllm") is None:
+        raise WorkloadError(
+            "vllm cannot be imported here; run workloads with a vLLM tree first "
+            "on the path: PYTHONPATH=<vllm tree>:. VLLM_TARGET_DEVICE=cpu python "
+            "-m harness workloads ... (python -m harness fetch --target main "
+            "prints a tree's path)"
+        )
     from harness.runs import workloads
     from harness.runs.worker import serve
 

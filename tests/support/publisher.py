@@ -4,7 +4,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 
 import zmq
 
@@ -17,25 +16,42 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def publish_like_vllm(endpoint: str, payloads: list[bytes], stop: threading.Event):
-    """A PUB socket that connects, as vLLM's publisher does for tcp://HOST:PORT.
+def publish_like_vllm(
+    endpoint: str, payloads: list[bytes], stop: threading.Event, numbers=None
+):
+    """A publisher that connects, as vLLM's does for tcp://HOST:PORT, and
+    sends each payload once, numbered 0, 1, 2, ... (or ``numbers``), as soon
+    as the subscriber has subscribed; then it waits to be stopped.
 
-    PUB drops messages until the subscriber is attached, so it repeats the
-    sequence (restarting the sequence numbers) until told to stop.
+    It is an XPUB socket (a PUB that also receives subscriptions), so it
+    knows when the subscriber is there: a PUB drops what it sends before.
     """
-    publisher = zmq.Context.instance().socket(zmq.PUB)
+    publisher = zmq.Context.instance().socket(zmq.XPUB)
     publisher.setsockopt(zmq.LINGER, 0)
     publisher.connect(endpoint)
     while not stop.is_set():
-        for seq, data in enumerate(payloads):
-            publisher.send_multipart((b"kv", seq.to_bytes(8, "big"), data))
-        time.sleep(0.05)
+        if publisher.poll(50):
+            publisher.recv()  # the subscription
+            numbers = range(len(payloads)) if numbers is None else numbers
+            for seq, data in zip(numbers, payloads, strict=True):
+                publisher.send_multipart((b"kv", seq.to_bytes(8, "big"), data))
+            break
+    stop.wait()
     publisher.close()
 
 
-def run_with_publisher(args, payloads) -> subprocess.CompletedProcess:
-    endpoint = f"tcp://127.0.0.1:{free_port()}"
+def start_publisher(endpoint: str, payloads, numbers=None):
+    """The publisher in a thread; set the returned event, then join it."""
     stop = threading.Event()
+    thread = threading.Thread(
+        target=publish_like_vllm, args=(endpoint, payloads, stop, numbers)
+    )
+    thread.start()
+    return stop, thread
+
+
+def run_with_publisher(args, payloads, numbers=None) -> subprocess.CompletedProcess:
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     process = subprocess.Popen(
         [sys.executable, "-m", "harness", *args, "--zmq", endpoint],
         cwd=REPO_ROOT,
@@ -43,9 +59,7 @@ def run_with_publisher(args, payloads) -> subprocess.CompletedProcess:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(0.5)  # let the subscriber bind
-    thread = threading.Thread(target=publish_like_vllm, args=(endpoint, payloads, stop))
-    thread.start()
+    stop, thread = start_publisher(endpoint, payloads, numbers)
     try:
         stdout, stderr = process.communicate(timeout=60)
     finally:

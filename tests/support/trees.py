@@ -146,3 +146,16 @@ UPSTREAM_OUTCOMES = {
     "tests/test_a.py::test_skipped": "skipped",
     "tests/test_a.py::test_known_bug": "skipped",
 }
+
+
+def unwritable_directory(tmp_path: Path) -> Path:
+    """A directory this process cannot create anything in: a read-only
+    directory, or, for root (whom permissions do not stop), a place in
+    sysfs."""
+    import os
+
+    if os.geteuid() == 0:
+        return Path("/sys/vllm-kv-series-test")
+    directory = tmp_path / "read-only"
+    directory.mkdir(mode=0o555)
+    return directory

@@ -11,6 +11,7 @@ from harness import cli, errors
 
 # Everything the harness needs that is not in the standard library.
 NOT_STDLIB = (
+    "msgpack",
     "msgspec",
     "filelock",
     "zmq",
@@ -118,3 +119,68 @@ def test_a_missing_extra_is_one_line_that_names_it(tmp_path):
         "error: zmq is not installed; install the harness's 'capture' extra: "
         "pip install -e '.[capture]' in the checkout\n"
     )
+
+
+def test_a_crash_is_an_internal_error_not_a_failed_check(monkeypatch, capsys):
+    def crash(args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("harness.verbs.targets.run", crash)
+    assert cli.main(["targets"]) == errors.INTERNAL_ERROR == 70
+    err = capsys.readouterr().err
+    assert "RuntimeError: a bug" in err
+    assert err.endswith(
+        "error: internal error: this is a bug in the harness; the traceback "
+        "above says where\n"
+    )
+
+
+def test_stop_handlers_are_the_callers_again_after_main(monkeypatch):
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    assert cli.main(["targets"]) == 0
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_reader_that_closes_stdout_early_is_not_a_crash():
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as `| head -c 0` does, before the verb writes
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "harness", "ci", "matrix"],
+            cwd=REPO_ROOT,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == 141
+    assert result.stderr == b""
+
+
+def test_capture_into_a_directory_that_does_not_exist_is_one_line(tmp_path):
+    out = tmp_path / "missing" / "kv.bin"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "capture",
+            "--zmq",
+            "tcp://127.0.0.1:9",
+            "--out",
+            str(out),
+            "--timeout",
+            "1",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == errors.OutputError.exit_code
+    assert result.stderr == f"error: {out}: {out.parent} does not exist\n"

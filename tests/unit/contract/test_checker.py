@@ -206,3 +206,20 @@ def test_c1_has_no_cause_without_ancestry():
     checker.apply([stored([2], 1)])
     assert checker.violations[0].cause is None
     assert str(checker.violations[0]).startswith("C1 at batch 0 event 0: parent is")
+
+
+def test_witnesses_per_rule_bound_what_is_kept_not_what_is_counted():
+    checker = StreamChecker(witnesses_per_rule=3)
+    found = checker.apply([stored([n], 10**6 + n) for n in range(50)])
+    assert len(found) == 50  # apply still returns every violation of its batch
+    checker.apply([removed([10**7 + n]) for n in range(4)])
+    assert checker.counts == {"C1": 50, "C2": 4}
+    assert checker.violation_count == 54
+    assert [(v.rule, v.event) for v in checker.violations] == [
+        ("C1", 0),
+        ("C1", 1),
+        ("C1", 2),
+        ("C2", 0),
+        ("C2", 1),
+        ("C2", 2),
+    ]

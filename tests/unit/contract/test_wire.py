@@ -64,3 +64,29 @@ def test_fields_added_by_later_releases_are_ignored():
     [(_, batch)] = list(decode_batches(data))
     assert batch.events == [stored([1], None)]
     assert batch.data_parallel_rank == 0
+
+
+def test_framing_reads_a_stream_a_chunk_at_a_time(monkeypatch):
+    import io
+
+    from harness.contract import wire
+
+    data = payloads([stored([1], None)], [removed([1])], [], [stored([7], None)])
+    whole = list(split_payloads(data))
+    monkeypatch.setattr(wire, "READ_CHUNK_BYTES", 3)
+    assert list(split_payloads(io.BytesIO(data))) == whole
+    assert b"".join(payload for _, payload in whole) == data
+
+
+def test_a_payload_over_the_size_limit_is_refused(monkeypatch):
+    from harness.contract import wire
+
+    small = payloads([stored([1], None)])
+    large = payloads([stored(list(range(100)), None)])
+    monkeypatch.setattr(wire, "MAX_PAYLOAD_BYTES", len(small) + 8)
+    with pytest.raises(UnreadableStream) as caught:
+        list(split_payloads(small + large))
+    assert caught.value.position == f"byte {len(small)}"
+    assert caught.value.reason == (
+        f"a payload of over {len(small) + 8} bytes: not a KVEventBatch"
+    )

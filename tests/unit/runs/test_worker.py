@@ -1,6 +1,11 @@
 """The JSON-lines worker protocol, with a child that runs a tiny handler."""
 
+import os
+import subprocess
+import sys
+
 import pytest
+from support import REPO_ROOT
 
 from harness.errors import WorkloadError
 from harness.runs.session import engine_env
@@ -76,3 +81,49 @@ def test_the_child_runs_with_the_hash_seed_pinned(tmp_path, monkeypatch):
 def test_engine_sessions_run_with_the_same_pinned_seed(monkeypatch):
     monkeypatch.setenv("PYTHONHASHSEED", "12345")
     assert engine_env()["PYTHONHASHSEED"] == STREAM_ENV["PYTHONHASHSEED"]
+
+
+def test_a_request_that_is_not_a_json_object_gets_an_error_reply(tmp_path):
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        input='not json\n[1]\n{"n": 4}\n',
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.splitlines() == [
+        '{"ok": false, "error": "request 1 is not JSON (Expecting value: line 1 '
+        "column 1 (char 0)): 'not json\\\\n'\"}",
+        '{"ok": false, "error": "request 2 is a JSON list, not an object"}',
+        '{"ok": true, "doubled": 8}',
+    ]
+
+
+def test_workloads_without_a_vllm_tree_on_the_path_say_what_to_set(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "workloads",
+            "--config",
+            "pool-2x6",
+            "--out",
+            str(tmp_path / "run.rec"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert result.returncode == WorkloadError.exit_code == 13
+    assert result.stderr == (
+        "error: vllm cannot be imported here; run workloads with a vLLM tree first "
+        "on the path: PYTHONPATH=<vllm tree>:. VLLM_TARGET_DEVICE=cpu python -m "
+        "harness workloads ... (python -m harness fetch --target main prints a "
+        "tree's path)\n"
+    )
+    assert not (tmp_path / "run.rec").exists()

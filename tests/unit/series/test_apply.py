@@ -1,69 +1,30 @@
-import subprocess
-
 import pytest
-from support.trees import diff, target_table, use_checkout, write_pins, write_tree
+from support.series import (
+    CORRUPT,
+    GOOD_PATCHES,
+    GOOD_SERIES,
+    PRISTINE,
+    STALE,
+    git,
+    make_fork,
+    make_series,
+    tree_files,
+)
+from support.trees import (
+    target_table,
+    unwritable_directory,
+    use_checkout,
+    write_pins,
+    write_tree,
+)
 
-from harness import cli, targets
-from harness.errors import SeriesError
+from harness import cli
+from harness.errors import OutputError, SeriesError
 from harness.series.apply import apply_onto, build_patched_tree
 from harness.series.model import read_series
 
-PRISTINE = {
-    "vllm/block_pool.py": "".join(f"line {n}\n" for n in range(1, 21)),
-    "vllm/old.py": "doomed = True\n",
-    "tests/test_pool.py": "def test_pool():\n    assert True\n",
-    "README.md": "pristine\n",
-}
-
-
-def edited(text: str, old: str, new: str) -> str:
-    assert old in text
-    return text.replace(old, new)
-
-
-POOL = PRISTINE["vllm/block_pool.py"]
-GOOD_PATCHES = {
-    "0001-emit-parent.patch": "Subject: emit the parent\n\n"
-    + diff("vllm/block_pool.py", POOL, edited(POOL, "line 3\n", "line three\n")),
-    "0002-add-module.patch": diff("vllm/events/ancestry.py", None, "FILLED = 1\n"),
-    "0003-drop-old.patch": diff("vllm/old.py", PRISTINE["vllm/old.py"], None),
-    "0004-readme-p0.patch": diff("README.md", "pristine\n", "patched\n", ("", "")),
-}
-GOOD_SERIES = """# the default tier
-0001-emit-parent.patch
-0002-add-module.patch -p1
-0003-drop-old.patch   # trailing comment
-
-0004-readme-p0.patch -p0
-"""
-CORRUPT = "--- a/vllm/block_pool.py\n+++ b/vllm/block_pool.py\n@@ -1,3 +1,3 @@\n-x\n"
-STALE = diff(
-    "vllm/block_pool.py",
-    edited(POOL, "line 12\n", "line twelve\n"),
-    edited(POOL, "line 12\n", "line 12!\n"),
-)
-
-
 # How a series is applied; quilt only where it is installed (tests/conftest.py).
 METHODS = [pytest.param("quilt", marks=pytest.mark.requires_quilt), "git"]
-
-
-def make_series(tmp_path, monkeypatch, patches: dict[str, str], series: str):
-    """Target t: a path source with PRISTINE, these patches and series file."""
-    patches_dir = write_tree(tmp_path / "patches", patches)
-    (patches_dir / "series").write_text(series)
-    write_tree(tmp_path / "pristine", PRISTINE)
-    pins = write_pins(tmp_path, target_table('{ path = "pristine" }'))
-    use_checkout(monkeypatch, pins)
-    return targets.get_target("t")
-
-
-def tree_files(root):
-    return {
-        str(path.relative_to(root)): path.read_bytes()
-        for path in sorted(root.rglob("*"))
-        if path.is_file()
-    }
 
 
 def test_series_file_parsing(tmp_path, monkeypatch):
@@ -98,10 +59,91 @@ def test_quilt_and_git_apply_give_identical_trees(tmp_path, monkeypatch):
     }
 
 
-def test_empty_series_copies_the_pristine_tree(tmp_path, monkeypatch):
-    target = make_series(tmp_path, monkeypatch, {}, "# nothing yet\n")
-    dest = build_patched_tree(target, "default", tmp_path / "out")
-    assert tree_files(dest) == tree_files(tmp_path / "pristine")
+def test_an_empty_series_is_refused(tmp_path, monkeypatch, capsys):
+    make_series(tmp_path, monkeypatch, {}, "# nothing yet\n")
+    dest = tmp_path / "out"
+    assert cli.main(["apply", "--target", "t", "--dest", str(dest)]) == 7
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path / 'patches' / 'series'} lists no patch; there is "
+        f"nothing to apply\n"
+    )
+    assert not dest.exists()
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_crlf_patch_is_refused_whichever_tool_applies(
+    tmp_path, monkeypatch, capsys, method
+):
+    patches = dict(GOOD_PATCHES)
+    patches["0002-add-module.patch"] = patches["0002-add-module.patch"].replace(
+        "\n", "\r\n"
+    )
+    make_series(tmp_path, monkeypatch, patches, GOOD_SERIES)
+    monkeypatch.setenv("HARNESS_APPLY_WITH", method)
+    dest = tmp_path / "out"
+    assert cli.main(["apply", "--target", "t", "--dest", str(dest)]) == 7
+    patch = tmp_path / "patches" / "0002-add-module.patch"
+    assert capsys.readouterr().err == (
+        f"error: {patch}:1: CRLF line ending; quilt applies such a patch and git "
+        f"apply does not, so convert it to LF (dos2unix) and check it still "
+        f"applies\n"
+    )
+    assert not dest.exists()
+
+
+def test_a_series_file_that_is_not_utf8_is_one_line(tmp_path, monkeypatch, capsys):
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    series = tmp_path / "patches" / "series"
+    series.write_bytes(GOOD_SERIES.encode() + b"0005-caf\xe9.patch\n")
+    assert cli.main(["apply", "--target", "t", "--dest", str(tmp_path / "x")]) == 7
+    assert capsys.readouterr().err == (
+        f"error: {series}:7: not UTF-8 (byte 0xe9 at column 9); a series file "
+        f"names its patches in UTF-8\n"
+    )
+
+
+def test_an_unknown_apply_method_is_refused_before_any_copy(
+    tmp_path, monkeypatch, capsys
+):
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    monkeypatch.setenv("HARNESS_APPLY_WITH", "patch")
+    assert cli.main(["apply", "--target", "t", "--dest", str(tmp_path / "x")]) == 7
+    assert capsys.readouterr().err == (
+        "error: HARNESS_APPLY_WITH=patch is neither quilt nor git\n"
+    )
+
+
+def test_a_dest_inside_a_path_source_is_refused_at_once(tmp_path, monkeypatch, capsys):
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    dest = tmp_path / "pristine" / "patched"
+    assert cli.main(["apply", "--target", "t", "--dest", str(dest)]) == 11
+    assert capsys.readouterr().err == (
+        f"error: {dest} is inside the pristine tree {tmp_path / 'pristine'} of "
+        f"target t, which would be copied into itself; choose a destination "
+        f"outside it\n"
+    )
+    assert not dest.exists()
+
+
+def test_a_dest_that_is_a_dangling_symlink_is_one_line(tmp_path, monkeypatch, capsys):
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    dest = tmp_path / "link"
+    dest.symlink_to(tmp_path / "nowhere")
+    assert cli.main(["apply", "--target", "t", "--dest", str(dest)]) == 11
+    assert capsys.readouterr().err == (
+        f"error: {dest} is a symlink (to {tmp_path / 'nowhere'}); give a path "
+        f"that does not exist yet\n"
+    )
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_dest_under_a_read_only_parent_is_one_line(tmp_path, monkeypatch, capsys):
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    dest = unwritable_directory(tmp_path) / "patched"
+    assert cli.main(["apply", "--target", "t", "--dest", str(dest)]) == 11
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith(f"error: cannot build the patched tree at {dest}: ")
+    assert not any("Traceback" in line for line in err)
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -130,7 +172,7 @@ def test_failing_patch_is_named_and_dest_left_absent(
 
 
 def test_missing_series_file_fails_at_apply_time(tmp_path, monkeypatch, capsys):
-    target = make_series(tmp_path, monkeypatch, {}, "")
+    target = make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     (target.patches_dir / "series").unlink()
     assert (
         cli.main(["apply", "--target", "t", "--dest", str(tmp_path / "x")])
@@ -148,9 +190,9 @@ def test_series_naming_a_missing_patch_is_refused(tmp_path, monkeypatch):
 
 
 def test_existing_dest_is_refused(tmp_path, monkeypatch):
-    target = make_series(tmp_path, monkeypatch, {}, "")
+    target = make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     (tmp_path / "out").mkdir()
-    with pytest.raises(SeriesError, match="already exists"):
+    with pytest.raises(OutputError, match="already exists"):
         build_patched_tree(target, "default", tmp_path / "out")
 
 
@@ -159,20 +201,6 @@ def test_unknown_apply_method_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_APPLY_WITH", "patch")
     with pytest.raises(SeriesError, match="HARNESS_APPLY_WITH=patch is neither"):
         build_patched_tree(target, "default", tmp_path / "out")
-
-
-def git(*args, cwd):
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
-    ).stdout
-
-
-def make_fork(tmp_path):
-    fork = write_tree(tmp_path / "fork", PRISTINE)
-    git("init", "-q", cwd=fork)
-    git("add", ".", cwd=fork)
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base", cwd=fork)
-    return fork
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -218,3 +246,90 @@ def test_onto_rolls_back_when_a_later_patch_fails(tmp_path, monkeypatch, method)
         apply_onto(target, "default", fork)
     assert git("status", "--porcelain", "--ignored", cwd=fork) == ""
     assert tree_files(fork / "vllm") == tree_files(tmp_path / "pristine" / "vllm")
+
+
+def sdist_pinned_series(tmp_path, monkeypatch, version="9.9.9"):
+    """Target t pinned to the sdist vllm==VERSION, with the good series."""
+    patches_dir = write_tree(tmp_path / "patches", GOOD_PATCHES)
+    (patches_dir / "series").write_text(GOOD_SERIES)
+    source = f'{{ sdist = "vllm=={version}", sha256 = "{"0" * 64}" }}'
+    use_checkout(monkeypatch, write_pins(tmp_path, target_table(source)))
+
+
+def commit_all(fork, message):
+    git("add", ".", cwd=fork)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message, cwd=fork)
+
+
+def test_onto_a_checkout_of_another_release_is_refused_naming_it(
+    tmp_path, monkeypatch, capsys
+):
+    sdist_pinned_series(tmp_path, monkeypatch)
+    fork = make_fork(tmp_path)
+    git("tag", "v9.9.8", cwd=fork)
+    (fork / "NOTES").write_text("a commit of the fork\n")
+    commit_all(fork, "fork")
+    before = tree_files(fork)
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 7
+    assert capsys.readouterr().err == (
+        f"error: {fork} is vLLM 9.9.8 (tag v9.9.8, 1 commit(s) after it), but "
+        f"target t is vLLM 9.9.9; check out v9.9.9, or use the target of 9.9.8 "
+        f"if there is one (python -m harness targets)\n"
+    )
+    assert tree_files(fork) == before
+
+
+def test_onto_reads_the_version_of_an_untagged_checkout_from_the_tree(
+    tmp_path, monkeypatch, capsys
+):
+    sdist_pinned_series(tmp_path, monkeypatch)
+    fork = make_fork(tmp_path)
+    (fork / "vllm" / "_version.py").write_text("__version__ = version = '0.33.0'\n")
+    commit_all(fork, "version")
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 7
+    assert "is vLLM 0.33.0 (vllm/_version.py), but" in capsys.readouterr().err
+
+
+def test_onto_the_target_release_applies_and_says_which_it_found(
+    tmp_path, monkeypatch, capsys
+):
+    sdist_pinned_series(tmp_path, monkeypatch)
+    fork = make_fork(tmp_path)
+    git("tag", "v9.9.9", cwd=fork)
+    monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 0
+    assert f"harness: {fork} is vLLM 9.9.9 (tag v9.9.9)\n" in capsys.readouterr().err
+    assert (fork / "vllm" / "events" / "ancestry.py").is_file()
+
+
+def test_onto_a_checkout_of_unknown_version_is_a_warning(tmp_path, monkeypatch, capsys):
+    sdist_pinned_series(tmp_path, monkeypatch)
+    fork = make_fork(tmp_path)
+    monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 0
+    assert (
+        f"warning: cannot tell which vLLM {fork} is (no v* tag before HEAD, no "
+        f"vllm/_version.py, no PKG-INFO); applying the series of vLLM 9.9.9 "
+        f"anyway\n"
+    ) in capsys.readouterr().err
+
+
+def test_onto_a_checkout_not_based_on_the_pinned_commit_is_refused(
+    tmp_path, monkeypatch, capsys
+):
+    fork = make_fork(tmp_path)
+    pinned = git("rev-parse", "HEAD", cwd=fork).strip()
+    patches_dir = write_tree(tmp_path / "patches", GOOD_PATCHES)
+    (patches_dir / "series").write_text(GOOD_SERIES)
+    source = f'{{ git = "{fork}", commit = "{pinned}" }}'
+    use_checkout(monkeypatch, write_pins(tmp_path, target_table(source)))
+    git("checkout", "-q", "--orphan", "elsewhere", cwd=fork)
+    commit_all(fork, "unrelated history")
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 7
+    assert capsys.readouterr().err == (
+        f"error: {fork}: HEAD does not descend from commit {pinned}, the source of "
+        f"target t; check out a branch based on it\n"
+    )
+    git("checkout", "-q", pinned, cwd=fork)
+    monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 0

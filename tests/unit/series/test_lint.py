@@ -1,5 +1,14 @@
+import shutil
+
 import pytest
-from support.trees import diff, target_table, write_pins, write_tree
+from support.trees import (
+    diff,
+    make_sdist,
+    sha256_of,
+    target_table,
+    write_pins,
+    write_tree,
+)
 
 from harness import checkout, cli
 from harness.errors import TargetError
@@ -49,15 +58,20 @@ def make_repo(tmp_path, patches=None, series=SERIES, strict=None, extra_target="
     return root
 
 
-def test_clean_series_passes_and_says_ruff_was_skipped(tmp_path, cache, capsys):
+def test_clean_series_passes_and_says_what_it_skipped(tmp_path, cache, capsys):
     root = make_repo(tmp_path, strict=SERIES)
     assert cli.main(["lint", "--root", str(root)]) == 0
-    out = capsys.readouterr().out
-    assert "serieslint: OK, 2 patch file(s) checked, 0 series run through ruff" in out
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == (
+        "serieslint: OK, 2 patch file(s) checked, 0 series applied without fuzz, "
+        "0 run through ruff; 2 series not applied for want of a pristine tree "
+        "(patches/series, patches/series.strict)"
+    )
     assert (
-        "serieslint: ruff skipped for target(s) t: no cached pristine tree "
-        "(`python -m harness fetch --target T` caches one)"
-    ) in out.splitlines()
+        "serieslint: patches/series: no-fuzz apply check and ruff skipped: no "
+        "pristine tree of target(s) t in the cache (`python -m harness fetch "
+        "--target T` caches one)"
+    ) in out
 
 
 def test_project_series_pass_the_lint(cache):
@@ -118,8 +132,9 @@ def test_backport_directory_is_checked_too(tmp_path, cache):
     root = make_repo(tmp_path, extra_target=backport)
     write_tree(root / "patches" / "v0.32", {"series": "", "stray.patch": ""})
     assert serieslint.lint(root).errors == [
+        "patches/v0.32/series: lists no patch",
         "patches/v0.32/stray.patch: not listed in any series file of "
-        "patches/v0.32/ (series, series.strict)"
+        "patches/v0.32/ (series, series.strict)",
     ]
 
 
@@ -280,3 +295,49 @@ def test_broken_targets_file_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: target t:")
     assert "Traceback" not in err
+
+
+def test_a_crlf_patch_is_an_error_without_a_cached_tree(tmp_path, cache):
+    crlf = GOOD["0002-notes.patch"].replace("\n", "\r\n")
+    root = make_repo(tmp_path, {**GOOD, "0002-notes.patch": crlf})
+    assert serieslint.lint(root).errors == [
+        "patches/0002-notes.patch:1: CRLF line ending; quilt applies such a patch "
+        "and git apply does not, so convert it to LF (dos2unix) and check it "
+        "still applies"
+    ]
+
+
+def test_a_series_file_that_is_not_utf8_is_one_error(tmp_path, cache, capsys):
+    root = make_repo(tmp_path)
+    (root / "patches" / "series").write_bytes(SERIES.encode() + b"\xff.patch\n")
+    assert cli.main(["lint", "--root", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert f"{root}/patches/series:3: not UTF-8 (byte 0xff at column 1)" in out
+    assert "Traceback" not in out
+
+
+def test_a_patch_that_makes_a_file_not_utf8_is_one_error(tmp_path, cache):
+    latin1 = diff("pkg/pool.py", POOL, POOL + "# caf\xe9\n").encode("latin-1")
+    root = make_repo(tmp_path, {"0001-size.patch": ""}, series="0001-size.patch\n")
+    patch = root / "patches" / "0001-size.patch"
+    patch.write_bytes(mail("[Misc] Latin-1", "").encode() + latin1)
+    cached_pristine_tree(root, cache)
+    assert serieslint.lint(root).errors == [
+        "patches/series: pkg/pool.py is not UTF-8 once patched (byte 0xe9 at "
+        f"offset {len(POOL) + 5})"
+    ]
+
+
+def test_the_series_is_applied_from_a_cached_sdist_without_a_download(
+    tmp_path, cache, capsys
+):
+    archive = make_sdist(tmp_path / "index", "vllm", "0.33.0", PRISTINE)
+    root = make_repo(tmp_path)
+    pins = root / "harness" / "targets.toml"
+    pins.write_text(pins.read_text().replace(SHA, sha256_of(archive)))
+    (cache / "sdists").mkdir(parents=True)
+    shutil.copy(archive, cache / "sdists" / archive.name)
+    findings = serieslint.lint(root)
+    assert findings.errors == []
+    assert findings.applied == 1
+    assert findings.skipped == []

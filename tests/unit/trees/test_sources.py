@@ -1,24 +1,40 @@
 import shutil
+import signal
 import subprocess
 import threading
 import time
 
 import pytest
+from support.stopping import (
+    WAITING_TOOL,
+    checkout_prelude,
+    end_group,
+    is_running,
+    start_harness,
+    stop,
+    wait_for,
+)
 from support.trees import (
     make_sdist,
     make_target,
     sdist_target,
     sha256_of,
     target_table,
+    unwritable_directory,
     use_checkout,
     write_pins,
     write_tree,
 )
 
 from harness import cli, targets
-from harness.errors import SourceError
+from harness.errors import CacheError, SourceError
 from harness.targets import GitSource, PathSource
-from harness.trees.sources import DownloadError, pip_download, pristine_tree
+from harness.trees.sources import (
+    DownloadError,
+    cached_pristine_tree,
+    pip_download,
+    pristine_tree,
+)
 
 FILES = {"vllm/__init__.py": "VERSION = 1\n", "tests/test_a.py": "def test_a(): pass\n"}
 
@@ -67,7 +83,7 @@ def test_sha_mismatch_is_refused_naming_both_hashes(cache, tmp_path):
     message = str(refused.value)
     assert pinned in message
     assert sha256_of(archive) in message
-    assert "refusing to unpack" in message
+    assert "refused before anything in it ran" in message
     assert not list((cache / "trees").iterdir())
     assert not list((cache / "sdists").iterdir())
 
@@ -180,3 +196,220 @@ def test_path_source_is_used_in_place(tmp_path):
     assert pristine_tree(make_target(PathSource(tree))) == tree
     with pytest.raises(SourceError, match="is not a directory"):
         pristine_tree(make_target(PathSource(tmp_path / "nowhere")))
+
+
+# What a hostile sdist's setup.py would do: leave a mark where it can.
+SETUP_LEAVING_A_MARK = """\
+from pathlib import Path
+from setuptools import setup
+Path({mark!r}).write_text("setup.py ran")
+setup(name="vllm", version="9.9.9")
+"""
+
+
+def local_index(tmp_path, monkeypatch, setup: str):
+    """An sdist vllm 9.9.9 in a find-links directory pip is pointed at."""
+    archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", {"setup.py": setup})
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
+    return archive
+
+
+def test_a_tampered_sdist_is_refused_before_its_setup_py_runs(
+    cache, tmp_path, monkeypatch, capsys
+):
+    mark = tmp_path / "setup-py-ran"
+    archive = local_index(
+        tmp_path, monkeypatch, SETUP_LEAVING_A_MARK.format(mark=str(mark))
+    )
+    pinned = "0" * 64
+    pins = write_pins(
+        tmp_path, target_table(f'{{ sdist = "vllm==9.9.9", sha256 = "{pinned}" }}')
+    )
+    use_checkout(monkeypatch, pins)
+    assert cli.main(["fetch", "--target", "t"]) == SourceError.exit_code
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error == (
+        f"error: target t: the package index served vllm==9.9.9 with sha256 "
+        f"{sha256_of(archive)}, but harness/targets.toml pins {pinned}; refused "
+        f"before anything in it ran. Check the index or mirror pip uses "
+        f"(PIP_INDEX_URL, PIP_FIND_LINKS, pip.conf), or the pin"
+    )
+    assert not mark.exists(), "the sdist's setup.py ran before the hash check"
+    assert list((cache / "sdists").iterdir()) == []
+
+
+def test_pip_configuration_files_are_honoured(cache, tmp_path, monkeypatch):
+    setup = "from setuptools import setup\nsetup(name='vllm', version='9.9.9')\n"
+    archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", {"setup.py": setup})
+    config = tmp_path / "pip.conf"
+    config.write_text(f"[global]\nno-index = true\nfind-links = {archive.parent}\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)  # it would win over the file
+    tree = pristine_tree(sdist_target(archive))
+    assert (tree / "setup.py").read_text() == setup
+
+
+def test_a_cached_sdist_that_no_longer_matches_is_quarantined_and_fetched_again(
+    cache, tmp_path, capsys
+):
+    archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
+    (cache / "sdists").mkdir(parents=True)
+    corrupt = cache / "sdists" / archive.name
+    corrupt.write_bytes(archive.read_bytes()[:-100])
+    corrupt_sha = sha256_of(corrupt)
+    download = copying_downloader(archive)
+    tree = pristine_tree(sdist_target(archive), download)
+    assert (tree / "vllm" / "__init__.py").read_text() == "VERSION = 1\n"
+    assert len(download.calls) == 1
+    assert sha256_of(corrupt) == sha256_of(archive)
+    quarantined = cache / "quarantine" / f"{archive.name}.{corrupt_sha}"
+    assert quarantined.is_file()
+    assert (
+        f"warning: the cached {corrupt} is corrupt: its sha256 is {corrupt_sha}, "
+        f"not the pinned {sha256_of(archive)}; moved it to {quarantined}\n"
+    ) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"this is not a tar archive\n" * 40, "truncated"],
+    ids=["empty", "garbage", "truncated"],
+)
+def test_a_broken_archive_whose_hash_matches_is_one_line(
+    cache, tmp_path, monkeypatch, capsys, content
+):
+    good = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
+    broken = cache / "sdists" / good.name
+    broken.parent.mkdir(parents=True)
+    data = good.read_bytes()[: len(good.read_bytes()) // 2]
+    broken.write_bytes(data if content == "truncated" else content)
+    pins = write_pins(
+        tmp_path,
+        target_table(f'{{ sdist = "vllm==9.9.9", sha256 = "{sha256_of(broken)}" }}'),
+    )
+    use_checkout(monkeypatch, pins)
+    assert cli.main(["fetch", "--target", "t"]) == SourceError.exit_code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: target t: {broken} is not a readable .tar.gz (")
+    assert line.endswith(
+        "although its sha256 is the pinned one: the pin in harness/targets.toml "
+        "names a broken file"
+    )
+    assert list((cache / "trees").iterdir()) == []
+
+
+def test_a_cache_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
+    archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
+    not_a_directory = tmp_path / "cache-file"
+    not_a_directory.write_text("")
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(not_a_directory))
+    with pytest.raises(CacheError) as refused:
+        pristine_tree(sdist_target(archive), copying_downloader(archive))
+    assert str(refused.value).startswith(
+        f"cannot write to the harness cache {not_a_directory}: Not a directory"
+    )
+    assert str(refused.value).endswith("set HARNESS_CACHE_DIR to a writable directory")
+
+
+def test_an_unwritable_cache_is_one_line(tmp_path, monkeypatch, capsys):
+    archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
+    cache_dir = unwritable_directory(tmp_path) / "cache"
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(cache_dir))
+    pins = write_pins(
+        tmp_path,
+        target_table(f'{{ sdist = "vllm==9.9.9", sha256 = "{sha256_of(archive)}" }}'),
+    )
+    use_checkout(monkeypatch, pins)
+    assert cli.main(["fetch", "--target", "t"]) == CacheError.exit_code
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: cannot write to the harness cache {cache_dir}: ")
+
+
+def test_lint_can_have_a_tree_from_a_cached_sdist_without_a_download(cache, tmp_path):
+    archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
+    target = sdist_target(archive)
+    assert cached_pristine_tree(target) is None
+    (cache / "sdists").mkdir(parents=True)
+    shutil.copy(archive, cache / "sdists" / archive.name)
+    tree = cached_pristine_tree(target)
+    assert (tree / "tests" / "test_a.py").is_file()
+
+
+# In the harness child: a download that writes part of the sdist, then runs a
+# stand-in tool that waits (support.stopping.WAITING_TOOL).
+WAITING_DOWNLOAD = """
+from harness import processes
+from harness.trees import sources
+def waiting_download(source, dest_dir):
+    (dest_dir / "vllm-9.9.9.tar.gz").write_bytes(b"the first bytes")
+    processes.run([{tool!r}])
+sources.pip_download = waiting_download
+"""
+
+
+def start_waiting_fetch(tmp_path, cache, archive):
+    tool = tmp_path / "waiting-tool"
+    tool.write_text(WAITING_TOOL)
+    tool.chmod(0o755)
+    pins = write_pins(
+        tmp_path,
+        target_table(f'{{ sdist = "vllm==9.9.9", sha256 = "{sha256_of(archive)}" }}'),
+    )
+    ready, pid_file = tmp_path / "ready", tmp_path / "pid"
+    process = start_harness(
+        ["fetch", "--target", "t"],
+        prelude=checkout_prelude(pins.parent.parent)
+        + WAITING_DOWNLOAD.format(tool=str(tool)),
+        env={
+            "HARNESS_CACHE_DIR": str(cache),
+            "HARNESS_TEST_READY": str(ready),
+            "HARNESS_TEST_PID": str(pid_file),
+        },
+    )
+    wait_for(ready, process)
+    return process, int(pid_file.read_text())
+
+
+@pytest.mark.parametrize(
+    ("signum", "status", "line"),
+    [
+        (signal.SIGINT, 130, "error: interrupted (Ctrl-C)"),
+        (signal.SIGTERM, 143, "error: terminated (SIGTERM)"),
+        (signal.SIGHUP, 129, "error: hung up (the terminal closed)"),
+    ],
+    ids=["SIGINT", "SIGTERM", "SIGHUP"],
+)
+def test_a_stopped_fetch_ends_its_download_and_leaves_no_scratch(
+    cache, tmp_path, signum, status, line
+):
+    archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
+    process, tool_pid = start_waiting_fetch(tmp_path, cache, archive)
+    result = stop(process, signum)
+    assert result.returncode == status
+    assert result.stderr.splitlines() == [
+        "harness: fetching vllm==9.9.9 through pip",
+        line,
+    ]
+    assert not is_running(tool_pid), "the download's child outlived the harness"
+    assert list((cache / "sdists").iterdir()) == []
+
+
+def test_what_a_killed_fetch_leaves_is_swept_by_the_next_run(cache, tmp_path, capsys):
+    archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
+    process, tool_pid = start_waiting_fetch(tmp_path, cache, archive)
+    process.kill()
+    process.communicate()
+    end_group(tool_pid)
+    [left] = (cache / "sdists").iterdir()
+    assert left.name.startswith(".harness-scratch-download-")
+    tree = pristine_tree(sdist_target(archive), copying_downloader(archive))
+    assert (tree / "vllm" / "__init__.py").is_file()
+    assert not left.exists()
+    assert [path.name for path in (cache / "sdists").iterdir()] == [archive.name]
+    assert (
+        f"harness: removed {left}, left behind by an earlier run that was killed\n"
+        in capsys.readouterr().err
+    )

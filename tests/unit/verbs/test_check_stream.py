@@ -3,12 +3,14 @@
 import subprocess
 import sys
 
+import msgpack
 import msgspec
+import pytest
 from support import REPO_ROOT
 from support.events import payload, removed, stored
-from support.publisher import run_with_publisher
+from support.publisher import free_port, run_with_publisher
 
-from harness.errors import UnreadableStream
+from harness.errors import IncompleteStream, UnreadableStream
 
 
 def harness(*args) -> subprocess.CompletedProcess:
@@ -92,4 +94,190 @@ def test_check_stream_subscribes_live(tmp_path):
         ["check-stream", "--max-events", "3", "--timeout", "30"], payloads
     )
     assert result.returncode == 1, result.stderr
-    assert "  C1 parent closure: " in result.stdout
+    assert result.stdout.startswith("tcp://127.0.0.1:")
+    assert (
+        ": 2 batches, 3 events, 0 stores of an already-live hash, 1 violations\n"
+    ) in result.stdout
+    assert "  C1 parent closure: 1\n" in result.stdout
+    assert "incomplete" not in result.stdout + result.stderr
+
+
+def test_an_empty_file_is_incomplete_not_clean(tmp_path):
+    path = write(tmp_path, b"")
+    result = harness("check-stream", path)
+    assert result.returncode == IncompleteStream.exit_code == 16
+    assert result.stderr == (
+        f"error: {path}: incomplete: empty: no KVEventBatch in it\n"
+    )
+    assert "  incomplete: empty: no KVEventBatch in it\n" in result.stdout
+
+
+def test_a_subscription_that_receives_nothing_is_incomplete():
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    result = harness("check-stream", "--zmq", endpoint, "--timeout", "0.3")
+    assert result.returncode == 16
+    assert result.stderr == (
+        f"error: {endpoint}: incomplete: no message arrived in 0.3 s\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("numbers", "missing"),
+    [
+        ([0, 1, 3], "1 message(s) missing: message 2"),
+        (
+            [5, 6, 7],
+            "5 message(s) missing: messages 0-4 (sent before the subscription started)",
+        ),
+        (
+            [0, 1, 0],
+            "0 message(s) missing: the sequence went back from 1 to 0 "
+            "(a restarted publisher?)",
+        ),
+    ],
+    ids=["dropped", "joined-late", "restarted"],
+)
+def test_a_live_sequence_gap_is_incomplete(numbers, missing):
+    payloads = [payload(stored([n], None)) for n in (1, 2, 3)]
+    result = run_with_publisher(
+        ["check-stream", "--max-events", "3", "--timeout", "30"], payloads, numbers
+    )
+    assert result.returncode == 16, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: tcp://127.0.0.1:")
+    assert line.endswith(f": incomplete: {missing}")
+    assert f"  incomplete: {missing}\n" in result.stdout
+
+
+@pytest.mark.parametrize("verb", ["check-stream", "capture"])
+@pytest.mark.parametrize(
+    ("option", "value", "why"),
+    [
+        ("--max-events", "0", "must be at least 1, got 0"),
+        ("--max-events", "-3", "must be at least 1, got -3"),
+        ("--timeout", "-1", "must be a finite number of seconds above 0, got '-1'"),
+        ("--timeout", "0", "must be a finite number of seconds above 0, got '0'"),
+        ("--timeout", "nan", "must be a finite number of seconds above 0, got 'nan'"),
+        ("--timeout", "inf", "must be a finite number of seconds above 0, got 'inf'"),
+    ],
+)
+def test_limits_that_would_check_nothing_are_usage_errors(
+    tmp_path, verb, option, value, why
+):
+    out = ["--out", str(tmp_path / "kv.bin")] if verb == "capture" else []
+    result = harness(verb, "--zmq", "tcp://127.0.0.1:9", *out, option, value)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"python -m harness {verb}: error: argument {option}: {why}"
+    )
+    assert not (tmp_path / "kv.bin").exists()
+
+
+def test_deep_msgpack_nesting_is_unreadable_not_a_crash(tmp_path):
+    path = write(tmp_path, b"\x91" * 100_000 + b"\xc0")
+    result = harness("check-stream", path)
+    assert result.returncode == UnreadableStream.exit_code
+    assert result.stderr == (
+        f"error: {path}: unreadable at byte 0: msgpack nested deeper than any "
+        f"KVEventBatch\n"
+    )
+
+
+def test_deep_nesting_inside_a_field_is_unreadable_not_a_crash(tmp_path):
+    event = {
+        "type": "BlockStored",
+        "block_hashes": [1],
+        "parent_block_hash": None,
+        "token_ids": [0, 1],
+        "block_size": 2,
+        "lora_id": None,
+        "medium": "GPU",
+        "lora_name": None,
+        "extra_keys": "NESTED",
+    }
+    nested = b"\x91" * 1010 + b"\xc0"
+    data = msgpack.packb([0.0, [event]]).replace(msgpack.packb("NESTED"), nested)
+    path = write(tmp_path, data)
+    result = harness("check-stream", path)
+    assert result.returncode == UnreadableStream.exit_code
+    assert result.stderr == (
+        f"error: {path}: unreadable at byte 0: not a KVEventBatch: nested deeper "
+        f"than Python can decode\n"
+    )
+
+
+def test_an_endless_input_is_read_as_a_stream(tmp_path):
+    # /dev/zero is a msgpack 0 per byte: the first is refused at once, where
+    # reading it whole first would never end.
+    result = harness("check-stream", "/dev/zero")
+    assert result.returncode == UnreadableStream.exit_code
+    assert result.stderr.startswith(
+        "error: /dev/zero: unreadable at byte 0: not a KVEventBatch: Expected `array`"
+    )
+
+
+def test_one_unreadable_file_does_not_drop_the_others_reports(tmp_path):
+    clean = tmp_path / "clean.bin"
+    clean.write_bytes(payload(stored([1], None)))
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"\xc1")
+    violating = tmp_path / "violating.bin"
+    violating.write_bytes(payload(stored([2], 1)))
+    empty = tmp_path / "empty.bin"
+    empty.write_bytes(b"")
+    result = harness("check-stream", str(clean), str(bad), str(violating), str(empty))
+    assert result.returncode == UnreadableStream.exit_code
+    assert f"{clean}: 1 batches, 1 events" in result.stdout
+    assert f"{violating}: 1 batches, 1 events" in result.stdout
+    assert f"{empty}: 0 batches" in result.stdout
+    assert result.stderr.splitlines() == [
+        f"error: {bad}: unreadable at byte 0: not msgpack: a byte that starts no "
+        f"msgpack object",
+        f"error: {empty}: incomplete: empty: no KVEventBatch in it",
+    ]
+    without_bad = harness("check-stream", str(clean), str(violating), str(empty))
+    assert without_bad.returncode == IncompleteStream.exit_code
+    assert harness("check-stream", str(clean), str(violating)).returncode == 1
+
+
+def test_a_gap_in_a_captures_sequence_numbers_is_incomplete(tmp_path):
+    path = write(tmp_path, payload(stored([1], None)) + payload(stored([2], 1)))
+    (tmp_path / "stream.bin.seq").write_text("0\n2\n")
+    result = harness("check-stream", path)
+    assert result.returncode == 16
+    assert result.stderr == (
+        f"error: {path}: incomplete: 1 message(s) missing: message 1\n"
+    )
+    (tmp_path / "stream.bin.seq").write_text("0\n1\n")
+    assert harness("check-stream", path).returncode == 0
+
+
+def test_sequence_numbers_that_do_not_match_the_capture_are_unreadable(tmp_path):
+    path = write(tmp_path, payload(stored([1], None)))
+    (tmp_path / "stream.bin.seq").write_text("0\n1\n")
+    result = harness("check-stream", path)
+    assert result.returncode == UnreadableStream.exit_code
+    assert result.stderr == (
+        f"error: {path}.seq: 2 sequence number(s) for the 1 payload(s) of "
+        f"{path}; they do not belong together\n"
+    )
+
+
+def test_witnesses_are_bounded_and_every_violation_counted(tmp_path):
+    events = [stored([n], 10**6 + n) for n in range(2000)]
+    result = harness("check-stream", write(tmp_path, payload(*events)))
+    assert result.returncode == 1
+    assert "1 batches, 2000 events, 0 stores of an already-live hash, 2000 " in (
+        result.stdout
+    )
+    assert "  C1 parent closure: 2000\n" in result.stdout
+    assert result.stdout.count("    C1 at batch 0 event ") == 5
+    assert "    ... 1995 more\n" in result.stdout
+
+
+def test_a_port_out_of_range_is_one_line():
+    result = harness("check-stream", "--zmq", "tcp://127.0.0.1:99999", "--timeout", "1")
+    assert result.returncode == 10
+    assert result.stderr == (
+        "error: tcp://127.0.0.1:99999: port 99999 is not 1-65535\n"
+    )

@@ -3,6 +3,7 @@ import importlib.util
 import json
 import re
 
+import pytest
 from support import REPO_ROOT
 from support.trees import target_table, write_pins
 
@@ -166,7 +167,7 @@ def test_summary_is_the_verdict_row_as_markdown(tmp_path):
     verdict = a_verdict()
     report = tmp_path / "vllm-main-strict.json"
     report.write_text(json.dumps(verdict.as_json()))
-    lines = summary([report]).splitlines()
+    lines = summary([report])[0].splitlines()
     assert lines[0] == "| " + " | ".join(COLUMNS) + " |"
     assert lines[1] == "|" + " --- |" * len(COLUMNS)
     cells = dict(zip(COLUMNS, lines[2].strip("| ").split(" | "), strict=True))
@@ -202,4 +203,47 @@ def test_summary_rows_in_report_order_then_missing_reports(tmp_path, capsys):
 
 
 def test_summary_of_only_missing_reports_has_no_table(tmp_path):
-    assert summary([tmp_path / "none.json"]).startswith("No verdict at ")
+    assert summary([tmp_path / "none.json"])[0].startswith("No verdict at ")
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("{", "not JSON (Expecting property name enclosed in double quotes: "),
+        ("[1, 2]", "a JSON list, not an object"),
+        ('{"target": "main"}', "no field 'conformance'"),
+        (None, "Is a directory"),
+    ],
+    ids=["not-json", "a-list", "missing-fields", "a-directory"],
+)
+def test_a_bad_verdict_is_one_line_and_keeps_the_good_rows(
+    tmp_path, capsys, content, why
+):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(a_verdict().as_json()))
+    bad = tmp_path / "bad.json"
+    if content is None:
+        bad.mkdir()
+    else:
+        bad.write_text(content)
+    assert cli.main(["ci", "summary", str(bad), str(good)]) == 9
+    captured = capsys.readouterr()
+    [line] = captured.err.splitlines()
+    assert line.startswith(f"error: {bad}: ")
+    assert why in line
+    lines = captured.out.splitlines()
+    assert len(lines) == 4
+    assert lines[2].startswith("| main | strict | ci |")
+    assert lines[3] == f"Unreadable verdict at `{bad}`: {line.removeprefix('error: ')}"
+
+
+def test_a_verdict_with_fields_of_the_wrong_kind_is_unreadable(tmp_path, capsys):
+    data = a_verdict().as_json()
+    data["patched"]["outcomes"] = ["not", "a", "mapping"]
+    report = tmp_path / "odd.json"
+    report.write_text(json.dumps(data))
+    assert cli.main(["ci", "summary", str(report)]) == 9
+    assert capsys.readouterr().err.startswith(
+        f"error: {report}: not a verdict of `python -m harness test`: a field of "
+        f"the wrong kind ("
+    )

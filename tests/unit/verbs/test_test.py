@@ -11,6 +11,7 @@ from support.trees import (
     make_sdist,
     sha256_of,
     target_table,
+    unwritable_directory,
     use_checkout,
     write_pins,
     write_tree,
@@ -125,3 +126,27 @@ def test_pristine_outcomes_are_cached_per_source_and_fresh_reruns_them(
         runs_on_pristine.append("upstream tests, pristine tree" in err)
         assert ("pristine outcomes from the cache" in err) != runs_on_pristine[-1]
     assert runs_on_pristine == [True, False, True]
+
+
+def test_a_report_path_that_is_a_directory_is_refused_before_any_work(project, capsys):
+    use_patches(project, {"0001-add-test.patch": ADD_TEST})
+    report = project / "reports"
+    report.mkdir()
+    assert run_verb("--report", str(report)) == 11
+    captured = capsys.readouterr()
+    assert (
+        captured.err == f"error: --report {report} is a directory; give a file name\n"
+    )
+    assert captured.out == ""
+
+
+def test_an_unwritable_report_keeps_the_printed_verdict(project, capsys):
+    use_patches(project, {"0001-add-test.patch": ADD_TEST})
+    report = unwritable_directory(project) / "verdict.json"
+    assert run_verb("--report", str(report)) == 11
+    captured = capsys.readouterr()
+    assert captured.out.rstrip().endswith("verdict: PASS")
+    assert captured.err.splitlines()[-1].startswith(
+        f"error: cannot write the verdict to {report}: "
+    )
+    assert captured.err.endswith("; the verdict printed above stands\n")

@@ -1,0 +1,167 @@
+"""How check-stream's cost and memory grow with the violations in a stream.
+
+    python benchmarks/checker_scaling.py [--against CHECKOUT] [--repeats 3]
+        [--json FILE]
+
+Two figures, each for this checkout and, with ``--against``, for another
+checkout of this project (say the main branch's), side by side in one run:
+
+- CPU time of ``StreamChecker.apply`` on one batch of N stores whose parent
+  was never stored (N violations of C1), N = 5,000 to 40,000, median of
+  ``--repeats``; the ratio of each time to that of half as many events is 2
+  for a cost linear in the batch, 4 for a quadratic one;
+- peak memory (max RSS) of ``python -m harness check-stream FILE`` on
+  captures of about 10, 20 and 40 MB that are all violations: flat when the
+  input is read a chunk at a time and only a few witnesses per rule are
+  kept, growing with the file otherwise.
+
+Each measure runs in a child process with the checkout first on its path.
+No figure is asserted; the script only prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import benchlib
+
+HERE = Path(__file__).resolve().parents[1]
+BATCH_SIZES = (5_000, 10_000, 20_000, 40_000)
+CAPTURE_MB = (10, 20, 40)
+
+# In the child: time StreamChecker.apply on one batch of violating stores.
+APPLY_TIMES = """
+import json, statistics, sys, time
+from harness.contract.checker import StreamChecker
+from harness.contract.wire import BlockStored
+sizes, repeats = json.loads(sys.argv[1]), int(sys.argv[2])
+def store(n):
+    return BlockStored([n], 10**12 + n, [0, 1], 2, None, "GPU", None, group_idx=0)
+times = {}
+for size in sizes:
+    events = [store(n) for n in range(size)]
+    runs = []
+    for _ in range(repeats):
+        checker = StreamChecker()
+        started = time.process_time()
+        checker.apply(events)
+        runs.append(time.process_time() - started)
+    times[size] = statistics.median(runs)
+print(json.dumps(times))
+"""
+
+
+def child_env(checkout: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(checkout)}
+
+
+def apply_times(checkout: Path, repeats: int) -> dict[int, float]:
+    result = subprocess.run(
+        [sys.executable, "-c", APPLY_TIMES, json.dumps(BATCH_SIZES), str(repeats)],
+        cwd=checkout,
+        env=child_env(checkout),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {int(size): seconds for size, seconds in json.loads(result.stdout).items()}
+
+
+def make_capture(path: Path, megabytes: int) -> None:
+    """Batches of 1,000 stores, each under a parent never stored."""
+    import msgspec
+
+    sys.path.insert(0, str(HERE))
+    from harness.contract.wire import BlockStored, KVEventBatch
+
+    encoder = msgspec.msgpack.Encoder()
+    with path.open("wb") as sink:
+        first = 0
+        while sink.tell() < megabytes << 20:
+            events = [
+                BlockStored([n], 10**12 + n, [0, 1], 2, None, "GPU", None, group_idx=0)
+                for n in range(first, first + 1000)
+            ]
+            sink.write(encoder.encode(KVEventBatch(0.0, events)))
+            first += 1000
+
+
+def peak_rss_mb(checkout: Path, capture: Path) -> float:
+    """Max RSS of one check-stream run, in a child of a fresh child (so that
+    RUSAGE_CHILDREN holds that run alone)."""
+    probe = (
+        "import resource, subprocess, sys\n"
+        "subprocess.run([sys.executable, '-m', 'harness', 'check-stream', "
+        f"{str(capture)!r}], stdout=subprocess.DEVNULL)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=checkout,
+        env=child_env(checkout),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(result.stdout) / 1024
+
+
+def measure(checkout: Path, repeats: int, captures: dict[int, Path]) -> dict:
+    return {
+        "apply_seconds": apply_times(checkout, repeats),
+        "peak_rss_mb": {
+            mb: peak_rss_mb(checkout, path) for mb, path in captures.items()
+        },
+    }
+
+
+def report(results: dict[str, dict]) -> None:
+    print("StreamChecker.apply, one batch of N violating stores (CPU s, median):")
+    for label, result in results.items():
+        times = result["apply_seconds"]
+        cells = []
+        for size in BATCH_SIZES:
+            half = times.get(size // 2)
+            growth = f" (x{times[size] / half:.1f})" if half else ""
+            cells.append(f"{size}: {times[size]:.3f}{growth}")
+        print(f"  {label}: " + ", ".join(cells))
+    print("check-stream on an all-violations capture (max RSS, MB):")
+    for label, result in results.items():
+        cells = [f"{mb} MB: {rss:.0f}" for mb, rss in result["peak_rss_mb"].items()]
+        print(f"  {label}: " + ", ".join(cells))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks/checker_scaling.py")
+    parser.add_argument(
+        "--against", type=Path, help="another checkout of this project to compare"
+    )
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    args = parser.parse_args(argv)
+    print(benchlib.machine_line())
+    checkouts = {"this checkout": HERE}
+    if args.against:
+        checkouts[f"--against {args.against}"] = args.against.resolve()
+    with tempfile.TemporaryDirectory(prefix="checker-scaling-") as work:
+        captures = {mb: Path(work) / f"violations-{mb}mb.bin" for mb in CAPTURE_MB}
+        for mb, path in captures.items():
+            make_capture(path, mb)
+        results = {
+            label: measure(checkout, args.repeats, captures)
+            for label, checkout in checkouts.items()
+        }
+    report(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

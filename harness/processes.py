@@ -1,0 +1,119 @@
+"""Stop signals that end the harness cleanly, and children that end with it.
+
+Ctrl-C raises KeyboardInterrupt in the main thread; `handle_stop_signals`
+makes SIGTERM and SIGHUP raise `harness.errors.Stopped` the same way. So a
+verb ended by any of them unwinds through its ``finally`` blocks (a checkout
+is restored, scratch space removed) before `harness.cli.main` prints one line
+and exits with 128 + the signal's number.
+
+A child started with `run` leads a process group of its own, and on any
+exception while it runs (a stop signal included) the whole group is killed
+and waited for before the exception goes on: quilt's `patch`, pip's
+`setup.py` end with the child, and nothing goes on writing after the harness
+has cleaned up. A child left in the harness's own group could not be ended
+with what it started without signalling the harness's parent too (a shell
+script, tox). A terminal's Ctrl-C therefore reaches the harness, which ends
+the child; children read no terminal (their stdin is /dev/null).
+"""
+
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+from harness.errors import STOP_SIGNALS, Stopped
+
+
+def _raise_stopped(signum, frame) -> None:
+    raise Stopped(signum)
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def handle_stop_signals() -> dict:
+    """Make SIGTERM and SIGHUP raise `Stopped` (a signal the process was
+    started with ignored, as under nohup, stays ignored); return the handlers
+    they had, for `restore_handlers`."""
+    if not _in_main_thread():
+        return {}
+    return {
+        signum: signal.signal(signum, _raise_stopped)
+        for signum in STOP_SIGNALS
+        if signum != signal.SIGINT and signal.getsignal(signum) != signal.SIG_IGN
+    }
+
+
+def restore_handlers(previous: dict) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
+def _stop_exception(signum: int) -> BaseException:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
+
+
+@contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Hold stop signals back while the block runs (a restore that must not
+    be cut short), then act on the first one that arrived.
+
+    Children started in the block do not inherit the hold: they start with
+    the default handlers, as every exec'd program does.
+    """
+    if not _in_main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    previous = {
+        signum: signal.signal(signum, lambda number, frame: arrived.append(number))
+        for signum in STOP_SIGNALS
+        if signal.getsignal(signum) != signal.SIG_IGN
+    }
+    try:
+        yield
+    finally:
+        restore_handlers(previous)
+        if arrived:
+            raise _stop_exception(arrived[0])
+
+
+def end_group(process: subprocess.Popen) -> None:
+    """Kill a child started by `run` and everything in its process group."""
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with stop_signals_held():
+        process.wait()
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+
+
+def run(
+    command: list[str],
+    *,
+    cwd=None,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess:
+    """Run ``command`` to its end in a process group of its own, its output
+    captured as text; on any exception the group is killed first."""
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
+    try:
+        stdout, stderr = process.communicate(input)
+    except BaseException:
+        end_group(process)
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
