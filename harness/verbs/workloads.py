@@ -43,6 +43,9 @@ def register(parser) -> None:
 def run(args) -> int:
     import importlib.util
 
+    if args.probes < 0:
+        args.usage_error("--probes takes a number of probes, 0 or more")
+
     from harness.errors import WorkloadError
 
     if importlib.util.find_spec("vllm") is None:
