@@ -38,6 +38,7 @@ blocks inside the first block past them.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,9 +61,17 @@ def dynamo_hash(block_hash: ExternalBlockHash) -> int:
     return block_hash
 
 
+def dynamo_core() -> Any:
+    """ai-dynamo-runtime's core module (the consumers extra). Its tree logs
+    a warning per rejected event unless told otherwise before the first
+    import; the replays count rejections instead, so it logs errors only."""
+    os.environ.setdefault("DYN_LOG", "error")
+    return require("dynamo._core", "consumers")
+
+
 def tokens_hash(token_ids: list[int]) -> int:
     """Dynamo's hash of one block's token ids."""
-    core = require("dynamo._core", "consumers")
+    core = dynamo_core()
     (value,) = core.compute_block_hash_for_seq(token_ids, len(token_ids))
     return value
 

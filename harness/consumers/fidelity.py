@@ -15,7 +15,6 @@ match (a hit needs every group).
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -23,12 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.consumers import DEFAULT_PROBES
-from harness.consumers.dynamo import DynamoAdapter
+from harness.consumers.dynamo import DynamoAdapter, dynamo_core
 from harness.contract.fidelity import CELL_HEADERS, ProbeReplay, Tally, replay_probes
 from harness.contract.records import OpRecord, ProbeRecord, Record, read_records
 from harness.contract.router import EngineLayout
 from harness.contract.wire import decode_event
-from harness.errors import require
 from harness.log import progress
 from harness.runs.worker import TreeWorker
 from harness.runs.workloads import WORKER_COMMAND
@@ -58,9 +56,7 @@ def dynamo_predictions(records: list[Record], layout: EngineLayout) -> list[list
     """Replay the run into a fresh RadixTree; at each quiet point, each
     probe's prediction per group (`dynamo_group_prediction`), in the order
     of the run's probes."""
-    # The tree logs a warning per rejection; the replay counts them instead.
-    os.environ.setdefault("DYN_LOG", "error")
-    core = require("dynamo._core", "consumers")
+    core = dynamo_core()
     adapter = DynamoAdapter(core.RadixTree())
     found = []
     for record in records:

@@ -11,7 +11,6 @@ chain is extended.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections import Counter
 from collections.abc import Iterable
@@ -19,11 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.consumers.dynamo import DynamoAdapter, blocks_in
+from harness.consumers.dynamo import DynamoAdapter, blocks_in, dynamo_core
 from harness.contract.checker import StreamChecker
 from harness.contract.records import OpRecord, Record, RunEnd, read_records
 from harness.contract.wire import BlockRemoved, BlockStored, KVCacheEvent, decode_event
-from harness.errors import require
 from harness.log import progress
 from harness.runs.drivers import CONFIGS
 from harness.runs.scenarios import SEED_EXAMPLE
@@ -96,9 +94,7 @@ def replay_into_dynamo(records: Iterable[Record]) -> ConsumerCount:
     stream checker, which tells why the tree rejected one: the stream breaks
     a rule there (STREAM) or not (TREE). A run that ends with everything
     evicted counts the blocks left in the tree."""
-    # The tree logs a warning per rejection; they are counted here instead.
-    os.environ.setdefault("DYN_LOG", "error")
-    tree = require("dynamo._core", "consumers").RadixTree()
+    tree = dynamo_core().RadixTree()
     adapter = DynamoAdapter(tree)
     checker = StreamChecker()
     count = ConsumerCount()

@@ -83,14 +83,14 @@ def named_trees(args, given: dict[str, Path]) -> dict[str, Path]:
 
 
 def run(args) -> int:
+    from harness.consumers.dynamo import dynamo_core
     from harness.consumers.fidelity import measure, render
-    from harness.errors import require
 
     if args.seeds < 1 or args.ops < 1 or args.probes < 1:
         args.usage_error("--seeds, --ops and --probes take a positive number")
     given = given_trees(args)
     if args.dynamo:
-        require("dynamo._core", "consumers")
+        dynamo_core()
     table = measure(
         named_trees(args, given),
         args.configs or list(CONFIGS),
