@@ -82,8 +82,8 @@ CLASSES = _table(
     Entry(
         "K1",
         "unreported ancestry",
-        "a partial entry's first registration past the first cache block "
-        "names a boundary no event reported",
+        "a partial entry's first registration past the first cache block, "
+        "whose block start the pool holds, names a boundary no event reported",
     ),
     Entry(
         "K2",
@@ -94,13 +94,14 @@ CLASSES = _table(
     Entry(
         "K3",
         "promotion",
-        "a partial entry promoted to a later boundary names the boundary just removed",
+        "a partial entry promoted to a later boundary names the hash just "
+        "removed, or a boundary no event reported",
     ),
     Entry(
         "K4",
-        "skipped or masked blocks",
-        "a group whose full blocks can be null or masked never announces "
-        "the skipped blocks",
+        "nothing live to hang from",
+        "skipped (null or masked) blocks are never announced, a parent block "
+        "was evicted in use, or a partial entry's block start is held nowhere",
     ),
     Entry("K5", "physical copies", "a hash stored again while it is live"),
 )
