@@ -8,15 +8,23 @@ import json
 import sys
 from pathlib import Path
 
-from harness.runs.drivers import CONFIGS, SEED_EXAMPLE
+from harness.runs.drivers import CONFIGS
+from harness.runs.scenarios import SCENARIOS
 
 
 def register(parser) -> None:
-    parser.add_argument("--config", choices=[*CONFIGS, SEED_EXAMPLE])
+    parser.add_argument("--config", choices=[*CONFIGS, *SCENARIOS])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ops", type=int, default=200)
     parser.add_argument("--out", type=Path, help="record file")
     parser.add_argument("--stream", type=Path, help="also write KVEventBatch payloads")
+    parser.add_argument(
+        "--probes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also look N probe requests up at each quiet point (router fidelity)",
+    )
     parser.add_argument(
         "--soak",
         action="store_true",
@@ -35,6 +43,9 @@ def register(parser) -> None:
 
 def run(args) -> int:
     import importlib.util
+
+    if args.probes < 0:
+        args.usage_error("--probes takes a number of probes, 0 or more")
 
     from harness.errors import WorkloadError
 
@@ -58,8 +69,10 @@ def run(args) -> int:
         return 0
     if args.config is None or args.out is None:
         args.usage_error("--config and --out are required")
-    if args.config == SEED_EXAMPLE:
-        workloads.run_seed_example(args.out, args.stream)
+    if args.config in SCENARIOS:
+        workloads.run_scenario(args.config, args.out, args.stream)
     else:
-        workloads.run_workload(args.config, args.seed, args.ops, args.out, args.stream)
+        workloads.run_workload(
+            args.config, args.seed, args.ops, args.out, args.stream, args.probes
+        )
     return 0
