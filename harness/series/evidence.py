@@ -31,10 +31,12 @@ _SUMMARY_LINE = re.compile(r"^=+ (?P<summary>.+ in [\d.]+s.*?) =+$")
 
 @dataclass(frozen=True)
 class PatchTests:
-    """The tests (pytest node ids, one per function) a patch adds or changes."""
+    """The tests (pytest node ids, one per function) a patch adds or changes,
+    and those it removes."""
 
     added: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
 
     @property
     def node_ids(self) -> tuple[str, ...]:
@@ -100,8 +102,8 @@ class PatchEvidence:
 
 
 def patch_tests(repo: Path, commit: str) -> PatchTests:
-    """The test functions ``commit`` adds or changes under tests/."""
-    added, changed = [], []
+    """The test functions ``commit`` adds, changes or removes under tests/."""
+    added, changed, removed = [], [], []
     listing = git(repo, "diff", "--name-only", f"{commit}~1", commit, "--", "tests")
     for path in listing.splitlines():
         name = Path(path).name
@@ -114,7 +116,8 @@ def patch_tests(repo: Path, commit: str) -> PatchTests:
                 added.append(f"{path}::{test}")
             elif before[test] != source:
                 changed.append(f"{path}::{test}")
-    return PatchTests(tuple(added), tuple(changed))
+        removed += [f"{path}::{test}" for test in before if test not in after]
+    return PatchTests(tuple(added), tuple(changed), tuple(removed))
 
 
 def _test_functions(repo: Path, commit: str, path: str) -> dict[str, str]:
@@ -178,7 +181,10 @@ def fail_before_fix(
 
 def _pytest(repo: Path, tests: PatchTests, checkout: tuple[str, ...]) -> TestRun:
     environment = " ".join(f"{key}={value}" for key, value in UPSTREAM_ENV.items())
-    shown = f"{environment} PYTHONPATH=. {' '.join((*PYTEST, *tests.node_ids))}"
+    # One test per line: the ids are long, and a shell takes the line breaks.
+    shown = " \\\n    ".join(
+        (f"{environment} PYTHONPATH=. {' '.join(PYTEST)}", *tests.node_ids)
+    )
     result = processes.run(
         [sys.executable, *PYTEST[1:], *tests.node_ids],
         cwd=repo,

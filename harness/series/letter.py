@@ -3,25 +3,33 @@
 The evidence is the newest verdict `python -m harness test` wrote for the
 same target and tier (or a plain statement that there is none), rendered as
 plain text: vLLM's own tests on both trees, and the conformance suite's
-counts per class and rule.
+counts per class and rule; then one line per patch of the fail-before-fix
+runs (harness.series.evidence), the related work (harness.series.related),
+and who submits the series and how AI assisted it.
+
+A verdict file is checked before any work: a verdict `python -m harness test`
+wrote (harness.verdict.read_verdict), for the same target and tier.
 """
 
-import json
 import textwrap
 import time
 from pathlib import Path
 
 from harness import cache
 from harness.contract import title
-from harness.errors import ExportError
+from harness.errors import ExportError, UnreadableInput
 from harness.series.model import Series
+from harness.series.related import (
+    CHECK_COMMANDS,
+    CHECKED_ON,
+    EARLIER_FILL_ONLY,
+    related_work_lines,
+)
+from harness.series.submission import Submission
 from harness.targets import SELECTIONS, Target
 from harness.verdict import FAILING
+from harness.verdict import read_verdict as verdict_file
 
-SERIES_TITLE = (
-    "[Bugfix][KV Events] Make the KV-cache event stream reconstructable "
-    "for partial prefix-cache entries"
-)
 PROBLEM = """\
 With a hash block size smaller than a group's block size (hybrid KV caches),
 BlockPool.cache_partial_block() reports a partial prefix-cache entry whose
@@ -29,8 +37,9 @@ parent is a hash boundary that no KV event ever reported. A consumer that
 rebuilds the prefix tree from the event stream cannot attach such an entry:
 NVIDIA Dynamo's radix-tree indexer rejects the store ("Failed to find parent
 block") and llm-d indexes it as an orphan. The series reports the missing
-boundaries as BlockStored events of one hash block each, retires them with
-the entry, and leaves every event emitted before byte for byte as it was.
+boundaries as BlockStored events at the hash block size, removes them when
+no entry leads through them any more, and leaves every event emitted before
+byte for byte as it was.
 """
 # How the conformance report's keys read in the letter; other keys are shown
 # under their own names, and these are left out as the letter already says them.
@@ -56,23 +65,21 @@ def default_verdict(target: Target, tier: str) -> Path | None:
 
 
 def read_verdict(path: Path, target: Target, tier: str) -> dict:
-    try:
-        verdict = json.loads(path.read_text())
-    except OSError as exc:
-        raise ExportError(f"cannot read the verdict {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ExportError(f"the verdict {path} is not JSON: {exc}") from None
-    if not isinstance(verdict, dict) or "patched" not in verdict:
-        raise ExportError(
-            f"{path} is not a verdict written by `python -m harness test`"
+    """The verdict at path as `Verdict.as_json` writes it, checked: one line
+    naming the file if it cannot be read or is not a verdict
+    (harness.verdict.read_verdict), or is for another target or tier."""
+    verdict = verdict_file(path)
+    if verdict.selection not in SELECTIONS:
+        raise UnreadableInput(
+            f"{path}: not a verdict of `python -m harness test`: selection "
+            f"{verdict.selection!r} is none of {', '.join(SELECTIONS)}"
         )
-    found = (verdict.get("target"), verdict.get("tier"))
-    if found != (target.name, tier):
+    if (verdict.target, verdict.tier) != (target.name, tier):
         raise ExportError(
-            f"the verdict {path} is for target {found[0]} tier {found[1]}, "
-            f"not target {target.name} tier {tier}"
+            f"the verdict {path} is for target {verdict.target} tier "
+            f"{verdict.tier}, not target {target.name} tier {tier}"
         )
-    return verdict
+    return verdict.as_json()
 
 
 def render_evidence(verdict: dict, path: Path) -> list[str]:
@@ -167,67 +174,82 @@ def render_conformance(conformance: dict) -> list[str]:
     return lines
 
 
-def wrap(paragraph: str) -> str:
-    return textwrap.fill(paragraph, width=72, break_on_hyphens=False)
+def wrap(paragraph: str, indent: str = "") -> str:
+    return textwrap.fill(
+        paragraph,
+        width=72,
+        break_on_hyphens=False,
+        initial_indent=indent,
+        subsequent_indent=indent + "  " if indent else "",
+    )
 
 
-def cover_blurb(
-    target: Target,
-    tier: str,
-    subjects: list[str],
-    optional: set[int],
-    evidence: list[str] | None,
-) -> str:
-    count = len(subjects)
-    lines = [
-        PROBLEM.rstrip(),
-        "",
-        f"The series, against {target.source.release_name()}:",
-        "",
-    ]
-    for number, subject in enumerate(subjects, 1):
-        mark = "  (optional)" if number in optional else ""
-        lines.append(f"  {number}/{count} {subject}{mark}")
-    if optional:
+def cover_blurb(sub: Submission, evidence: list[str] | None) -> str:
+    """The cover letter's text: the problem, the patches and the evidence."""
+    lines = [PROBLEM.rstrip(), "", f"The series, against {_release(sub)}:", ""]
+    for number, subject in enumerate(sub.subjects, 1):
+        mark = "  (optional)" if number in sub.optional else ""
+        lines.append(f"  {number}/{sub.count} {subject}{mark}")
+    if sub.optional:
         lines += [
             "",
-            "Patches marked (optional) are outside the project's default tier;",
-            "each can be taken or left on its own, and its message says why.",
+            "Patches marked (optional) are outside the project's default tier.",
         ]
+    lines += [
+        wrap(f"Patch {number}/{sub.count} changes upstream's {test.split('::')[-1]}.")
+        for number, tests in enumerate(sub.upstream_tests_changed, 1)
+        for test in tests
+    ]
     lines.append("")
     if evidence is None:
         lines.append(
             wrap(
-                f"No test verdict was found for target {target.name}, tier "
-                f"{tier} (`python -m harness test --target {target.name} --tier "
-                f"{tier}` writes one), so this letter reports no test results."
+                f"No test verdict was found for target {sub.target.name}, tier "
+                f"{sub.tier} (`python -m harness test --target {sub.target.name} "
+                f"--tier {sub.tier}` writes one), so this letter reports no test "
+                "results."
             )
         )
     else:
         lines += evidence
+    lines += ["", *fail_before_fix_lines(sub), ""]
     lines += [
-        "",
         wrap(
             "The patches apply with `git am --keep-non-patch` (plain `git am` "
             "drops the bracketed tags from the subjects). The base-commit below "
-            f"is {target.source.release_name()} as unpacked from "
-            f"{target.source.describe()}, committed with a fixed identity and "
-            "date."
+            f"is {_release(sub)} as unpacked from {sub.target.source.describe()}, "
+            "committed with a fixed identity and date."
         ),
         "",
-        "AI assistance: this series was prepared with AI assistance (Claude).",
-        "Related work, as last known to this project (re-check open PRs before",
-        "sending): #58121 addresses the same defect by filling the skipped_*",
-        "fields that in-flight #44488 adds to BlockStored, a schema change;",
-        "this series changes no schema, so every existing event stays byte for",
-        "byte, and it also retires what it reports. #58394 tracks promotion,",
-        "which the optional patches cover.",
-        "*** DUPLICATE CHECK HERE: the open issues and PRs checked today ***",
+        f"Related work, last checked {CHECKED_ON.isoformat()} with:",
+        *(f"  {command}" for command in CHECK_COMMANDS),
+        *(wrap(line, "  ") for line in related_work_lines(sub.fixed_by, sub.count)),
+        wrap(EARLIER_FILL_ONLY),
         "",
-        "Every patch carries a Signed-off-by: line under the Developer",
-        "Certificate of Origin 1.1 (the DCO file at the top of the vLLM tree).",
+        wrap(
+            "AI assistance: this series was prepared with AI assistance "
+            f"(Claude). {sub.submitter.name} reviewed every changed line and "
+            "submits it; every patch carries their Signed-off-by: under the "
+            "Developer Certificate of Origin 1.1 (the DCO file at the top of the "
+            "vLLM tree)."
+        ),
     ]
     return "\n".join(lines)
+
+
+def fail_before_fix_lines(sub: Submission) -> list[str]:
+    if sub.evidence is None:
+        return ["Fail-before-fix: not run for this letter."]
+    lines = [
+        "Fail-before-fix, each patch's test hunks alone on the patch before it,",
+        "then the whole patch (commands and output in pr-body.md):",
+    ]
+    lines += [f"  {item.number}/{sub.count} {item.finding()}" for item in sub.evidence]
+    return lines
+
+
+def _release(sub: Submission) -> str:
+    return sub.target.source.release_name()
 
 
 def fill_cover_letter(letter: Path, subject: str, blurb: str) -> None:
@@ -242,17 +264,23 @@ def fill_cover_letter(letter: Path, subject: str, blurb: str) -> None:
     letter.write_text(text.replace("*** BLURB HERE ***", blurb))
 
 
-def gather_evidence(
+def find_verdict(
     target: Target, tier: str, series: Series, verdict_path: Path | None
-) -> tuple[list[str] | None, list[str]]:
-    """The verdict's lines for the letter (None if there is none), and warnings."""
+) -> tuple[dict | None, Path | None, list[str]]:
+    """The verdict to quote (checked) and its path, None for both if there is
+    none, and warnings."""
     verdict_path = verdict_path or default_verdict(target, tier)
     rerun = f"`python -m harness test --target {target.name} --tier {tier}`"
     if verdict_path is None:
-        return None, [
-            f"no verdict for target {target.name} tier {tier} in "
-            f"{cache.reports()}; the cover letter says so. Run {rerun} first."
-        ]
+        return (
+            None,
+            None,
+            [
+                f"no verdict for target {target.name} tier {tier} in "
+                f"{cache.reports()}; the letter and pr-body.md say so. Run "
+                f"{rerun} first."
+            ],
+        )
     verdict = read_verdict(verdict_path, target, tier)
     warnings = []
     if not verdict.get("passed"):
@@ -262,4 +290,4 @@ def gather_evidence(
         warnings.append(
             f"the verdict {verdict_path} is older than the series; rerun {rerun}"
         )
-    return render_evidence(verdict, verdict_path), warnings
+    return verdict, verdict_path, warnings
