@@ -9,8 +9,8 @@ upstream tags such as [Bugfix][KV Events] from the subjects), then made the
 submitter's: their authorship and sign-off (harness.series.submitter). Each
 patch's tests are run without and with its fix (harness.series.evidence).
 `git format-patch --cover-letter --base=<that commit>` writes the mails; the
-cover letter (harness.series.letter) and pr-body.md (harness.series.pr_body)
-are filled in from the same facts.
+cover letter and pr-body.md carry the same text (harness.series.pr_body),
+written from the same facts (harness.series.submission).
 
 Everything is checked before any work: the output directory can be made,
 the series reads, the verdict is one. The output directory appears complete
@@ -31,18 +31,17 @@ from pathlib import Path
 from harness import scratch
 from harness.errors import ExportError, OutputError, require
 from harness.log import progress
-from harness.series import pr_body
+from harness.series import pr_body, pr_template
 from harness.series.evidence import fail_before_fix, patch_tests
 from harness.series.gitrepo import BASE_COMMIT_DATE, BRANCH, git, message
-from harness.series.letter import (
-    cover_blurb,
-    fill_cover_letter,
-    find_verdict,
-    render_evidence,
-)
 from harness.series.model import Series, load_series
-from harness.series.related import STALE_AFTER_DAYS, check_age
-from harness.series.submission import AI_TRAILER, Submission
+from harness.series.submission import (
+    AI_TRAILER,
+    STALE_AFTER_DAYS,
+    Submission,
+    find_verdict,
+    related_work_age,
+)
 from harness.series.submitter import Identity, parse_identity, signed_message
 from harness.targets import Target
 from harness.trees.sources import pristine_tree
@@ -96,13 +95,12 @@ def export_series(
         warnings += submission_warnings(repo, base, submission)
         mails = stage / out.name
         format_patches(repo, base, mails, submitter)
-        evidence = render_evidence(verdict, verdict_path) if verdict else None
         fill_cover_letter(
             mails / "0000-cover-letter.patch",
             submission.title,
-            cover_blurb(submission, evidence),
+            cover_letter(submission),
         )
-        template, template_source = pr_body.read_template(repo)
+        template, template_source = pr_template.read_template(repo)
         body, left = pr_body.render(template, submission)
         try:
             (mails / PR_BODY).write_text(body)
@@ -269,10 +267,10 @@ def submission_warnings(repo: Path, base: str, sub: Submission) -> list[str]:
         for item in sub.evidence or ()
         if not item.ok
     ]
-    age = check_age(date.today())
+    age = related_work_age(date.today())
     if age > STALE_AFTER_DAYS:
         warnings.append(
-            f"the related-work list (harness/series/related.py) was checked "
+            f"the related-work record (harness/series/submission.py) was checked "
             f"{age} days ago; re-run its duplicate-work checks"
         )
     return warnings
@@ -295,3 +293,32 @@ def format_patches(repo: Path, base: str, mails: Path, submitter: Identity) -> N
             "GIT_COMMITTER_EMAIL": submitter.email,
         },
     )
+
+
+def cover_letter(submission: Submission) -> str:
+    """The cover letter's text: the pull-request description's sections, and
+    how the mails apply."""
+    parts = [
+        f"## {heading.title()}\n\n{content.strip()}"
+        for heading, content in pr_body.sections(submission, set()).items()
+    ]
+    parts.append(
+        "The patches apply with `git am --keep-non-patch` (plain `git am` drops "
+        "the bracketed tags from the subjects). The base-commit below is "
+        f"{submission.target.source.release_name()} as unpacked from "
+        f"{submission.target.source.describe()}, committed with a fixed identity "
+        "and date."
+    )
+    return "\n\n".join(parts)
+
+
+def fill_cover_letter(letter: Path, subject: str, blurb: str) -> None:
+    text = letter.read_text()
+    for placeholder in ("*** SUBJECT HERE ***", "*** BLURB HERE ***"):
+        if text.count(placeholder) != 1:
+            raise ExportError(
+                f"{letter.name} from git format-patch does not hold {placeholder} "
+                f"exactly once; cannot fill it"
+            )
+    text = text.replace("*** SUBJECT HERE ***", subject)
+    letter.write_text(text.replace("*** BLURB HERE ***", blurb))

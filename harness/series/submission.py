@@ -1,22 +1,99 @@
 """What an export knows about the series it submits: the facts the cover
 letter and the pull-request body are written from, gathered once.
 
-Everything here comes from the series as committed in the export's scratch
-repository (subjects, messages, the tests each patch adds or changes), from
-the fail-before-fix runs, and from the verdict `python -m harness test`
-wrote; nothing is typed in.
+The facts about the series come from it as committed in the export's scratch
+repository (subjects, messages, the tests each patch adds or changes) and
+from the fail-before-fix runs; the facts about its testing from the newest
+verdict `python -m harness test` wrote for the same target and tier (checked
+before any work: harness.verdict.read_verdict, same target and tier).
+
+What other pull requests do is a fact about them, not about the series, so
+the related work (the duplicate-work statement vLLM's AGENTS.md asks of an
+AI-assisted pull request) is a record here, RELATED_WORK, with the day it was
+last checked, CHECKED_ON: update both whenever the open pull requests are
+checked again; `export` warns when the check is older than STALE_AFTER_DAYS.
+Which of these the series fixes is read from its patches' `Fixes #N` lines.
 """
 
 import re
 from dataclasses import dataclass
+from datetime import date
 from functools import cached_property
 from pathlib import Path
 
+from harness import cache
+from harness.errors import ExportError, UnreadableInput
 from harness.series.evidence import PatchEvidence, PatchTests
-from harness.series.related import issue_references
+from harness.series.model import Series
 from harness.series.submitter import Identity
-from harness.targets import Target
+from harness.targets import SELECTIONS, Target
+from harness.verdict import read_verdict as verdict_file
 
+ISSUE = 58119
+CHECKED_ON = date(2026, 11, 30)
+STALE_AFTER_DAYS = 14
+REPOSITORY = "vllm-project/vllm"
+# AGENTS.md's duplicate-work checks, as run for this series.
+CHECK_COMMANDS = (
+    f"gh issue view {ISSUE} --repo {REPOSITORY} --comments",
+    f'gh pr list --repo {REPOSITORY} --state open --search "{ISSUE} in:body"',
+    f'gh pr list --repo {REPOSITORY} --state open --search "cache_partial_block"',
+    f'gh pr list --repo {REPOSITORY} --state open --search "BlockStored parent"',
+)
+_REFERENCE = re.compile(
+    r"^(?P<verb>Fixes|Closes|Resolves|Follow-up to|Related to):? #(?P<number>\d+)\s*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class RelatedWork:
+    number: int
+    what: str  # what it does, in a line
+    relation: str  # how the series stands to it
+
+
+RELATED_WORK = (
+    RelatedWork(
+        58121,
+        "(draft, stacked on #44488) the same defect: fills the skipped_* fields "
+        "that #44488 adds to BlockStored",
+        "an alternative, not a complement: it adds no field, keeps every "
+        "existing event byte for byte, and also removes what it reports; one of "
+        "the two should land",
+    ),
+    RelatedWork(
+        44488,
+        "optional skipped_* context on BlockStored for null or masked blocks in "
+        "cache_full_blocks() (#44451)",
+        "meant to coexist: that gap (sliding window, Mamba align mode) is left "
+        "to it, and neither needs the other; nearby lines in BlockPool, so the "
+        "second to land rebases",
+    ),
+    RelatedWork(
+        57339,
+        "builds cache_partial_block()'s BlockStored with _build_block_stored_event",
+        "rewrites the same construction: a textual conflict, no change in "
+        "behaviour for either",
+    ),
+    RelatedWork(
+        52972,
+        "makes cache_partial_block() refuse a boundary its block has outgrown (#49125)",
+        "changes the same method's guard; a boundary it refuses is never "
+        "registered, so this series reports no ancestry for it: a textual "
+        "conflict only",
+    ),
+    RelatedWork(
+        58394,
+        "the promotion case: a promoted entry's parent is the boundary just removed",
+        "left as upstream's tests pin it, unless a patch below fixes it",
+    ),
+)
+EARLIER_FILL_ONLY = (
+    f"An earlier pull request for #{ISSUE} emitted the skipped boundaries and "
+    f"never removed them (they then stay live in every consumer); its author "
+    f"closed it as a duplicate of #58121."
+)
 AI_TRAILER = re.compile(
     r"^(Co-authored-by|Assisted-by|Generated-by): .+$", re.MULTILINE | re.IGNORECASE
 )
@@ -120,3 +197,72 @@ class Submission:
             and not self.verdict_gaps
             and self.evidence_ok
         )
+
+
+def issue_references(message: str) -> list[tuple[str, int]]:
+    """The ``Fixes #N``-style lines of a commit message: (verb, N)."""
+    return [
+        (match["verb"].capitalize(), int(match["number"]))
+        for match in _REFERENCE.finditer(message)
+    ]
+
+
+def related_work_age(today: date) -> int:
+    """Days since the related work was last checked."""
+    return (today - CHECKED_ON).days
+
+
+def default_verdict(target: Target, tier: str) -> Path | None:
+    """The newest report `python -m harness test` wrote for target and tier."""
+    found = [
+        path
+        for selection in SELECTIONS
+        if (path := cache.report(target.name, tier, selection)).is_file()
+    ]
+    return max(found, key=lambda path: path.stat().st_mtime) if found else None
+
+
+def read_verdict(path: Path, target: Target, tier: str) -> dict:
+    """The verdict at path as `Verdict.as_json` writes it, checked: one line
+    naming the file if it cannot be read or is not a verdict
+    (harness.verdict.read_verdict), or is for another target or tier."""
+    verdict = verdict_file(path)
+    if verdict.selection not in SELECTIONS:
+        raise UnreadableInput(
+            f"{path}: not a verdict of `python -m harness test`: selection "
+            f"{verdict.selection!r} is none of {', '.join(SELECTIONS)}"
+        )
+    if (verdict.target, verdict.tier) != (target.name, tier):
+        raise ExportError(
+            f"the verdict {path} is for target {verdict.target} tier "
+            f"{verdict.tier}, not target {target.name} tier {tier}"
+        )
+    return verdict.as_json()
+
+
+def find_verdict(
+    target: Target, tier: str, series: Series, verdict_path: Path | None
+) -> tuple[dict | None, Path | None, list[str]]:
+    """The verdict to quote (checked) and its path, None for both if there is
+    none, and warnings."""
+    verdict_path = verdict_path or default_verdict(target, tier)
+    rerun = f"`python -m harness test --target {target.name} --tier {tier}`"
+    if verdict_path is None:
+        return (
+            None,
+            None,
+            [
+                f"no verdict for target {target.name} tier {tier} in "
+                f"{cache.reports()}; pr-body.md says so. Run {rerun} first."
+            ],
+        )
+    verdict = read_verdict(verdict_path, target, tier)
+    warnings = []
+    if not verdict.get("passed"):
+        warnings.append(f"the verdict {verdict_path} is a FAIL")
+    inputs = [series.series_file, *map(series.patch_path, series.entries)]
+    if verdict_path.stat().st_mtime < max(path.stat().st_mtime for path in inputs):
+        warnings.append(
+            f"the verdict {verdict_path} is older than the series; rerun {rerun}"
+        )
+    return verdict, verdict_path, warnings

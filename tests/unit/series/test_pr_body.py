@@ -7,7 +7,7 @@ from support.trees import make_target as tiny_target
 from support.trees import write_tree
 
 from harness import cli
-from harness.series import pr_body
+from harness.series import pr_body, pr_template
 from harness.series.evidence import PatchEvidence, PatchTests, TestRun
 from harness.series.submission import Submission
 from harness.series.submitter import parse_identity
@@ -102,7 +102,9 @@ def test_a_release_with_the_old_template_gets_purpose_test_plan_and_result(tmp_p
 
 
 def test_checklist_ticks_only_what_the_export_shows(tmp_path):
-    body, left = pr_body.render(pr_body.BUILTIN_TEMPLATE, submission(tmp_path, VERDICT))
+    body, left = pr_body.render(
+        pr_template.BUILTIN_TEMPLATE, submission(tmp_path, VERDICT)
+    )
     assert "- [x] **Testing and Validation:**" in body
     assert "- [x] AI assistance was used" in body
     for item in ("Design Fit", "Code Quality and Style", "Pull Request Contents"):
@@ -115,12 +117,12 @@ def test_checklist_ticks_only_what_the_export_shows(tmp_path):
         submission(tmp_path, VERDICT, evidence_ok=False),
         submission(tmp_path, None),
     ):
-        body, _ = pr_body.render(pr_body.BUILTIN_TEMPLATE, sub)
+        body, _ = pr_body.render(pr_template.BUILTIN_TEMPLATE, sub)
         assert "- [ ] **Testing and Validation:**" in body
 
 
 def test_a_section_the_harness_does_not_know_is_kept_and_reported(tmp_path):
-    template = pr_body.BUILTIN_TEMPLATE.replace(
+    template = pr_template.BUILTIN_TEMPLATE.replace(
         "## Details", "## Release Notes\n\n<!-- one line -->\n\n## Details"
     )
     body, left = pr_body.render(template, submission(tmp_path, VERDICT))
@@ -178,9 +180,8 @@ def test_only_tests_of_the_pristine_tree_are_called_upstream_tests(tmp_path):
         optional=frozenset({2}),
     )
     assert sub.upstream_tests_changed == [[], ["tests/test_a.py::TestUp::test_up"]]
-    body, _ = pr_body.render(pr_body.BUILTIN_TEMPLATE, sub)
+    body, _ = pr_body.render(pr_template.BUILTIN_TEMPLATE, sub)
     assert "2. [Bugfix] Two (optional; changes upstream's `TestUp::test_up`)\n" in body
-    assert "**Upstream tests changed.** 2/2 changes `TestUp::test_up`." in body
     assert "`test_ours`" not in body
 
 
@@ -192,7 +193,7 @@ def test_only_tests_of_the_pristine_tree_are_called_upstream_tests(tmp_path):
 def test_a_conformance_report_of_another_shape_leaves_its_rows_out(tmp_path, report):
     conformance = {"status": "passed", "passed": 2, "failed": 0, "report": report}
     sub = submission(tmp_path, dict(VERDICT, conformance=conformance))
-    body, _ = pr_body.render(pr_body.BUILTIN_TEMPLATE, sub)
+    body, _ = pr_body.render(pr_template.BUILTIN_TEMPLATE, sub)
     assert "**Stream contract** (passed: 2 passed, 0 failed)" in body
     assert "| class or rule |" not in body
     assert "K1 unreported ancestry" not in body
