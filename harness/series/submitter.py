@@ -15,9 +15,9 @@ above the submitter's, as a chain of custody.
 """
 
 import re
-import subprocess
 from dataclasses import dataclass
 
+from harness import processes
 from harness.errors import SubmitterError
 from harness.series.gitrepo import EXPORT_IDENTITY
 
@@ -78,9 +78,7 @@ def configured_identity() -> tuple[str, str]:
     """git's user.name and user.email where export runs ("" when unset)."""
     values = []
     for key in ("user.name", "user.email"):
-        result = subprocess.run(
-            ["git", "config", "--get", key], capture_output=True, text=True
-        )
+        result = processes.run(["git", "config", "--get", key])
         values.append(result.stdout.strip() if result.returncode == 0 else "")
     return values[0], values[1]
 
