@@ -85,8 +85,9 @@ RELATED_WORK = (
     ),
     RelatedWork(
         58394,
-        "the promotion case: a promoted entry's parent is the boundary just removed",
-        "left as upstream's tests pin it, unless a patch below fixes it",
+        "the promotion case: a promoted entry's parent is the boundary just "
+        "removed, or one never reported",
+        "not changed here: upstream's tests pin those events",
     ),
 )
 EARLIER_FILL_ONLY = (
