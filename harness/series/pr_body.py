@@ -261,7 +261,13 @@ def _evidence_block(item: PatchEvidence, count: int) -> list[str]:
     lines = ["<details>", f"<summary>{summary}</summary>", "", "```console"]
     for run in (item.before, item.after):
         lines += [f"$ {command}" for command in run.commands]
-        lines += list(run.lines)
+        # A run that passed says so in its summary line; its PASSED lines
+        # would only repeat the command's test ids.
+        lines += [
+            line
+            for line in run.lines
+            if not (run.passed and line.startswith("PASSED "))
+        ]
     return [*lines, "```", "</details>"]
 
 
@@ -285,12 +291,12 @@ def _limitations(sub: Submission) -> str:
         "K5": "vLLM holding one hash in several blocks, which consumers must count",
     }
     for cls in left.keys() - why.keys():
-        tiers = [t for t, fixed in sub.target.fixes.items() if cls in fixed]
+        optional = any(cls in fixed for fixed in sub.target.fixes.values())
         why[cls] = (
-            f"fixed by the {' and '.join(tiers)} tier's optional commits, not in "
-            "this PR, since upstream tests pin its events"
-            if tiers
-            else "not addressed by this series"
+            "fixed by optional follow-up commits, not in this PR, as they change "
+            "the upstream tests that pin those events"
+            if optional
+            else "not addressed by these commits"
         )
     items = [f"{title(cls)} ({count}): {why[cls]}" for cls, count in left.items()]
     return "**Limitations.** Still in the patched stream: " + "; ".join(items) + "."

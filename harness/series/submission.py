@@ -87,7 +87,7 @@ RELATED_WORK = (
         58394,
         "the promotion case: a promoted entry's parent is the boundary just "
         "removed, or one never reported",
-        "not changed here: upstream's tests pin those events",
+        "not changed: upstream's tests pin those events",
     ),
 )
 EARLIER_FILL_ONLY = (

@@ -4,7 +4,7 @@ tests that fail without their fix, a verdict of it, and a submitter."""
 import json
 from pathlib import Path
 
-from harness import targets
+from harness import cli, targets
 from harness.series.submitter import PROJECT_IDENTITIES
 from harness.verdict import Conformance, Verdict
 from support.trees import diff, target_table, use_checkout, write_pins, write_tree
@@ -116,3 +116,11 @@ def write_verdict(path: Path, tier="default", conformance=None, patched="passed"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(verdict.as_json(), indent=1))
     return path
+
+
+def export(out: Path, *options: str, evidence: bool = False) -> int:
+    """`python -m harness export` of target t, submitted by SUBMITTER; the
+    fail-before-fix runs only with ``evidence``."""
+    extra = [] if evidence else ["--no-fail-before-fix"]
+    argv = ["export", "--target", "t", "--out", str(out), "--as", SUBMITTER]
+    return cli.main([*argv, "--i-reviewed-every-line", *extra, *options])

@@ -10,37 +10,18 @@ from support.export import (
     PLACEHOLDER,
     SUBJECTS,
     SUBMITTER,
+    export,
     mail,
     make_target,
     write_verdict,
 )
 from support.trees import diff
 
-from harness import cli
 from harness.errors import ExportError, OutputError, UnreadableInput
 from harness.series.apply import build_patched_tree
 from harness.verdict import Conformance
 
 GIT_IDENTITY = ["-c", "user.name=Test", "-c", "user.email=test@example.org"]
-
-
-def export(out, *options, evidence=False):
-    """`python -m harness export` of target t, submitted by SUBMITTER."""
-    extra = [] if evidence else ["--no-fail-before-fix"]
-    return cli.main(
-        [
-            "export",
-            "--target",
-            "t",
-            "--out",
-            str(out),
-            "--as",
-            SUBMITTER,
-            "--i-reviewed-every-line",
-            *extra,
-            *options,
-        ]
-    )
 
 
 def git(repo, *args):

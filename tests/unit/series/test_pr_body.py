@@ -2,11 +2,10 @@ import json
 from dataclasses import replace
 
 import pytest
-from support.export import SUBMITTER, make_target, write_verdict
+from support.export import SUBMITTER, export, make_target, write_verdict
 from support.trees import make_target as tiny_target
 from support.trees import write_tree
 
-from harness import cli
 from harness.series import pr_body, pr_template
 from harness.series.evidence import PatchEvidence, PatchTests, TestRun
 from harness.series.submission import Submission
@@ -144,8 +143,7 @@ def test_export_writes_the_trees_template_or_the_built_in_one(
         )
     write_verdict(cache / "reports" / "t-default-ci.json")
     out = tmp_path / "out"
-    argv = ["export", "--target", "t", "--out", str(out), "--as", SUBMITTER]
-    assert cli.main([*argv, "--i-reviewed-every-line", "--no-fail-before-fix"]) == 0
+    assert export(out) == 0
     body = (out / "pr-body.md").read_text()
     assert ("## Purpose" in body) is in_tree
     assert ("## Overview" in body) is not in_tree
@@ -197,3 +195,27 @@ def test_a_conformance_report_of_another_shape_leaves_its_rows_out(tmp_path, rep
     assert "**Stream contract** (passed: 2 passed, 0 failed)" in body
     assert "| class or rule |" not in body
     assert "K1 unreported ancestry" not in body
+
+
+def test_limitations_name_what_the_patched_stream_still_shows_and_why(tmp_path):
+    counts = {
+        "K1": {"pristine": 7, "patched": 0},
+        "K2": {"pristine": 3, "patched": 3},
+        "K5": {"pristine": 2, "patched": 2},
+        "K9": {"pristine": 1, "patched": 1},  # not a class of the contract
+    }
+    conformance = {"status": "passed", "report": {"classes": counts}}
+    sub = submission(tmp_path, dict(VERDICT, conformance=conformance))
+    body, _ = pr_body.render(pr_template.BUILTIN_TEMPLATE, sub)
+    limitations = body.split("**Limitations.** ", 1)[1].split("\n", 1)[0]
+    assert limitations == (
+        "Still in the patched stream: K2 first-block partial entry (3): fixed "
+        "by optional follow-up commits, not in this PR, as they change the "
+        "upstream tests that pin those events; K5 physical copies (2): vLLM "
+        "holding one hash in several blocks, which consumers must count."
+    )
+    without = dict(VERDICT, conformance={"status": "passed"})
+    body, _ = pr_body.render(
+        pr_template.BUILTIN_TEMPLATE, submission(tmp_path, without)
+    )
+    assert "**Limitations.**" not in body
