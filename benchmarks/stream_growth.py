@@ -1,9 +1,11 @@
 """How much the series grows the KV-event stream: extra events and bytes per
 partial registration and per 1,000 operations, per (hash_block_size,
-block_size), pristine against the patched tiers.
+block_size), pristine against the patched tiers; and what one prompt's
+registration costs.
 
     python benchmarks/stream_growth.py [--tree LABEL=PATH ...] [--seeds 5]
-        [--ops 1000] [--json FILE]
+        [--ops 1000] [--repeat 200] [--only workloads|registrations]
+        [--json FILE]
 
 The first tree is the baseline (default: the harness's cached trees of target
 main, pristine, default and strict). Each tree runs the BlockPool drivers of
@@ -20,6 +22,15 @@ emitted its entry's store, counted in the baseline tree: one
 ``BlockStored`` labelled ``partial:*`` there. Extra events and bytes are the
 patched tree's minus the baseline's over the same operations.
 
+One registration: a prompt (1,800 tokens at 128x1536, 4,000 at 16x1536 and
+16x2048) cached in a fresh pool as the scheduler caches a prompt (its full
+blocks, then its tail as a partial entry at the last hash boundary before
+the prompt's end), then evicted. Per tree: the events and wire bytes of each
+half, the Python lines the registration executes (``sys.settrace``, after a
+warm-up registration in another pool, so one-time imports and caches are
+not counted), and its wall time (median of ``--repeat`` registrations, each
+in a fresh pool).
+
 No figure is asserted; the script only prints.
 """
 
@@ -29,8 +40,10 @@ import argparse
 import hashlib
 import json
 import shutil
+import statistics
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -93,9 +106,86 @@ def measure(config: str, seed: int, ops: int) -> dict:
     }
 
 
+# (hash_block_size, block_size, prompt tokens)
+REGISTRATIONS = ((128, 1536, 1800), (16, 1536, 4000), (16, 2048, 4000))
+
+
+def registration(hash_block_size: int, block_size: int, tokens: int, repeat: int):
+    import msgspec
+    from vllm.distributed.kv_events import KVEventBatch
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.block_pool import BlockPool
+    from vllm.v1.core.kv_cache_utils import init_none_hash
+
+    from harness.runs.requests import make_request
+
+    init_none_hash(sha256)
+    request = make_request("prompt", list(range(tokens)), hash_block_size)
+    tail = (tokens - 1) // hash_block_size * hash_block_size
+    num_blocks = -(-tokens // block_size)
+
+    def fresh():
+        pool = BlockPool(
+            num_gpu_blocks=num_blocks + 1,
+            enable_caching=True,
+            hash_block_size=hash_block_size,
+            enable_kv_cache_events=True,
+        )
+        return pool, pool.get_new_blocks(num_blocks)
+
+    def register(pool, blocks) -> None:
+        pool.cache_full_blocks(request, blocks, 0, tokens // block_size, block_size, 0)
+        pool.cache_partial_block(
+            request, blocks[tail // block_size], tail, 0, block_size
+        )
+
+    def evict(pool, blocks) -> None:
+        pool.free_blocks(blocks[::-1])
+        pool.evict_blocks({block.block_id for block in blocks})
+
+    def lines(call, *args) -> int:
+        count = 0
+
+        def local(frame, event, arg):
+            nonlocal count
+            if event == "line":
+                count += 1
+            return local
+
+        sys.settrace(lambda frame, event, arg: local)
+        call(*args)
+        sys.settrace(None)
+        return count
+
+    encoder = msgspec.msgpack.Encoder()
+
+    def wire(events) -> list[int]:
+        return [len(events), len(encoder.encode(KVEventBatch(ts=0.0, events=events)))]
+
+    warm_pool, warm_blocks = fresh()
+    register(warm_pool, warm_blocks)
+    evict(warm_pool, warm_blocks)
+    pool, blocks = fresh()
+    figures = {"register_lines": lines(register, pool, blocks)}
+    figures["register"] = wire(pool.take_events())
+    figures["evict_lines"] = lines(evict, pool, blocks)
+    figures["evict"] = wire(pool.take_events())
+    times = []
+    for _ in range(repeat):
+        pool, blocks = fresh()
+        started = time.perf_counter()
+        register(pool, blocks)
+        times.append(time.perf_counter() - started)
+    figures["register_us"] = statistics.median(times) * 1e6
+    return figures
+
+
 def child() -> int:
     for request, reply in benchlib.serve_requests():
         try:
+            if "registration" in request:
+                reply(registration(*request["registration"], request["repeat"]))
+                continue
             reply(measure(request["config"], request["seed"], request["ops"]))
         except Exception as exc:  # reported to the parent, which stops
             reply({"error": f"{type(exc).__name__}: {exc}"})
@@ -124,8 +214,14 @@ def run(args) -> dict:
     runs: dict[str, dict[str, list]] = {
         label: {config: [] for config in configs} for label in trees
     }
+    registrations: dict[str, dict[str, dict]] = {label: {} for label in trees}
     try:
-        for config in configs:
+        for shape in REGISTRATIONS if args.only != "workloads" else ():
+            for label, child_process in children.items():
+                registrations[label]["x".join(map(str, shape))] = child_process.ask(
+                    {"registration": shape, "repeat": args.repeat}
+                )
+        for config in configs if args.only != "registrations" else ():
             for seed in range(args.seeds):
                 for label, child_process in children.items():
                     runs[label][config].append(
@@ -145,6 +241,7 @@ def run(args) -> dict:
         "seeds": args.seeds,
         "ops": args.ops,
         "runs": runs,
+        "registrations": registrations,
     }
 
 
@@ -155,7 +252,44 @@ def summed(replies: list[dict], key: str) -> Counter:
     return total
 
 
+def report_registrations(result: dict) -> None:
+    labels = list(result["trees"])
+    base = result["registrations"][labels[0]]
+    if not base:
+        return
+    print()
+    print(
+        "One prompt registered, then evicted (events / wire bytes of each "
+        "half; lines and time of the registration)"
+    )
+    print()
+    print(
+        "| hbs x block x tokens | tree | register: events / bytes | evict: events "
+        "/ bytes | lines | lines ratio | us (median) | time ratio |"
+    )
+    print("| --- | --- |" + " ---: |" * 6)
+    for shape in base:
+        for label in labels:
+            figures = result["registrations"][label][shape]
+            cells = [
+                shape,
+                label,
+                "{:,} / {:,}".format(*figures["register"]),
+                "{:,} / {:,}".format(*figures["evict"]),
+                f"{figures['register_lines']:,}",
+                f"{figures['register_lines'] / base[shape]['register_lines']:.2f}",
+                f"{figures['register_us']:,.0f}",
+                f"{figures['register_us'] / base[shape]['register_us']:.2f}",
+            ]
+            print("| " + " | ".join(cells) + " |")
+
+
 def report(result: dict) -> None:
+    report_registrations(result)
+    if not any(result["runs"][label] for label in result["runs"]) or not any(
+        replies for replies in next(iter(result["runs"].values())).values()
+    ):
+        return
     labels = list(result["trees"])
     base = labels[0]
     seeds, ops = result["seeds"], result["ops"]
@@ -225,6 +359,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", action="append", choices=CONFIGS)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--ops", type=int, default=1000)
+    parser.add_argument(
+        "--repeat", type=int, default=200, help="timed registrations per tree"
+    )
+    parser.add_argument(
+        "--only", choices=("workloads", "registrations"), help="run one part"
+    )
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args(argv)
     if args.child:

@@ -25,7 +25,8 @@ from harness.contract.records import OpRecord, Record, RunEnd, read_records
 from harness.contract.wire import BlockRemoved, BlockStored, KVCacheEvent, decode_event
 from harness.errors import require
 from harness.log import progress
-from harness.runs.drivers import CONFIGS, SEED_EXAMPLE
+from harness.runs.drivers import CONFIGS
+from harness.runs.scenarios import SEED_EXAMPLE
 from harness.runs.worker import TreeWorker
 from harness.runs.workloads import WORKER_COMMAND
 from harness.series.apply import cached_patched_tree

@@ -5,18 +5,22 @@ A violation is classified by the label of the event it was found at, that is
 by the pool operation that emitted it:
 
 - K1: C1 on the entry of a first registration (or replacement) of a partial
-  entry past the first cache block;
+  entry past the first cache block, whose cache block starts at a hash the
+  pool holds;
 - K2: the same inside the first cache block;
 - K3: C1 on the entry of a promotion to a later boundary;
-- K4: C1 or C3 on a full-block store in a group whose full blocks can be
-  null or masked (sliding window, Mamba): skipped blocks are announced
-  neither as hashes nor as a parent, but their tokens stay in the event;
+- K4: nothing live to hang ancestry from: C1 or C3 on a full-block store in
+  a group whose full blocks can be null or masked (sliding window, Mamba),
+  whose skipped blocks are announced neither as hashes nor as a parent but
+  whose tokens stay in the event; C1 on a full-block store whose parent
+  block the pool no longer holds (evicted while in use); or C1 on a partial
+  entry whose cache block starts at a hash the pool does not hold, or which
+  ends its cache block;
 - K5: stores of a hash that was already live (not a violation: the checker
-  counts copies; reported so a change shows). In the patched stream an
-  ancestry store can repeat a hash the pool also holds, and a pristine store
-  can meet a hash an ancestry store made live; neither is a second physical
-  copy, so both are counted apart, as the ancestry overlap, and K5 keeps the
-  pristine meaning.
+  counts copies; reported so a change shows). In the patched stream the pool
+  can cache, as an entry of its own, a boundary an ancestry store made live;
+  that is not a second physical copy, so it is counted apart, as the
+  ancestry overlap, and K5 keeps the pristine meaning.
 
 Anything else is reported under ``RULE:label`` and is never expected.
 """
@@ -48,13 +52,21 @@ CLASSES = tuple(CLASS_TABLE)
 # The rules a workload's replay checks; C7 compares two runs, C8 test outcomes.
 RULES = tuple(rule for rule in RULE_TABLE if rule not in ("C7", "C8"))
 SPARSE_GROUP_KINDS = {"sliding_window", "mamba"}
-# Label (before "@") of the call whose entry store is at fault -> class.
+# Label (before "@") of the call whose entry store is at fault -> class
+# (harness.runs.labeller names the calls). An entry whose cache block starts
+# at a hash the pool does not hold, or that ends its cache block, has nothing
+# live to hang ancestry from: K4, whatever the call.
 C1_CLASSES = {
     "partial:first": "K1",
     "partial:replace": "K1",
     "partial:first-block": "K2",
     "partial:replace-first-block": "K2",
     "partial:promotion": "K3",
+    "partial:promotion-first-block": "K3",
+} | {
+    f"partial:{kind}-{position}": "K4"
+    for kind in ("first", "replace", "promotion")
+    for position in ("unheld-start", "block-end")
 }
 
 
@@ -124,10 +136,9 @@ def classify(run: Run, violation: Violation) -> str:
     kind, _, group_kind = label.partition("@")
     if violation.rule == "C1" and kind in C1_CLASSES:
         return C1_CLASSES[kind]
-    if (
-        violation.rule in ("C1", "C3")
-        and kind == "full"
-        and group_kind in SPARSE_GROUP_KINDS
+    if kind.startswith("full") and (
+        (violation.rule in ("C1", "C3") and group_kind in SPARSE_GROUP_KINDS)
+        or (violation.rule == "C1" and kind == "full-unheld-parent")
     ):
         return "K4"
     return f"{violation.rule}:{label}"
@@ -138,15 +149,19 @@ def classify(run: Run, violation: Violation) -> str:
 # --------------------------------------------------------------------------
 
 
-def wire_differences(pristine: Run, patched: Run, fixed: set[str]) -> list[str]:
+def wire_differences(pristine: Run, patched: Run) -> list[str]:
     """C7 findings, empty when the patched run only adds allowed events.
 
     Per operation, the pristine events must appear byte for byte and in
-    order in the patched events; each added event must be an ancestry store
-    (one hash, ``block_size == hash_block_size``, emitted by a call whose
-    class the tier fixes, ``fixed``; that its parent is the previous
-    boundary is C4, checked in the replay) or a removal of a hash some
-    ancestry store added.
+    order in the patched events. Each added event must be
+    - an ancestry run: a store of one or more consecutive boundaries
+      (``block_size == hash_block_size``; its parent and hashes are checked
+      by C1 and C4 in the replay) emitted by a partial registration (which
+      classes each tier must fix, and that no other class grows, is checked
+      on the counts);
+    - a boundary stored again right after the pool removed its own entry of
+      it in the same operation, because some chain still leads through it;
+    - or a removal of hashes such stores added.
     """
     findings = []
     if [op.name for op in pristine.ops] != [op.name for op in patched.ops]:
@@ -158,20 +173,29 @@ def wire_differences(pristine: Run, patched: Run, fixed: set[str]) -> list[str]:
         if matches is None:
             findings.append(f"op {before.index}: pristine events missing or reordered")
             continue
-        for index in sorted(set(range(len(after.events))) - set(matches)):
-            event_record = after.events[index]
+        added = set(range(len(after.events))) - set(matches)
+        removed_here: set = set()
+        for index, event_record in enumerate(after.events):
             event = decode_event(event_record.data)
+            if index not in added:
+                if isinstance(event, BlockRemoved):
+                    removed_here.update(event.block_hashes)
+                continue
             where = f"op {before.index} ({event_record.label})"
             if isinstance(event, BlockStored):
-                kind = event_record.label.partition("@")[0]
-                if not (
-                    len(event.block_hashes) == 1
-                    and event.block_size == hbs
-                    and C1_CLASSES.get(kind) in fixed
-                ):
+                registration = event_record.label.startswith("partial:")
+                hashes = set(event.block_hashes)
+                restored = bool(hashes) and hashes <= removed_here
+                if event.block_size != hbs or not event.block_hashes:
                     findings.append(f"{where}: added store is not an ancestry store")
-                ancestry.add(event.block_hashes[0])
+                elif not (restored or registration):
+                    findings.append(
+                        f"{where}: added store is neither a partial entry's "
+                        "ancestry nor a boundary stored again"
+                    )
+                ancestry.update(hashes)
             elif isinstance(event, BlockRemoved):
+                removed_here.update(event.block_hashes)
                 if not set(event.block_hashes) <= ancestry:
                     findings.append(f"{where}: added removal of a non-ancestry hash")
             else:

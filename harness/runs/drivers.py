@@ -14,9 +14,8 @@ from typing import Any
 from harness.runs.manager_driver import ManagerDriver
 from harness.runs.pool_driver import PoolDriver
 
-# Besides the seeded drivers of CONFIGS, the seed report's 1800-token example
-# (one run, its seed ignored; harness.runs.workloads.run_seed_example).
-SEED_EXAMPLE = "seed-1800"
+# Besides the seeded drivers of CONFIGS, scripted workloads
+# (harness.runs.scenarios) reach one path each.
 
 
 def evict_free_blocks(pool: Any) -> bool:

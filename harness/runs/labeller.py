@@ -19,8 +19,13 @@ from typing import Any
 #   partial:replace           replace_existing_hashes=True
 #   partial:replace-first-block
 #   partial:promotion         the block's partial entry moves to a later boundary
+#   partial:KIND-unheld-start ... whose cache block starts at a hash the pool
+#                             does not hold (evicted, null or masked)
+#   partial:KIND-block-end    ... an entry that ends its cache block
 #   partial:cached            already registered there (emits nothing)
 #   full                      cache_full_blocks
+#   full-unheld-parent        ... whose parent block the pool no longer holds
+#                             (evicted while in use)
 #   hits                      emit_cached_block_events
 #   evict:allocate            get_new_blocks evicting cached blocks
 #   evict:connector           evict_blocks
@@ -79,11 +84,11 @@ class EventLabeller:
             block = arguments["block"]
             num_tokens = arguments["num_tokens"]
             group = arguments["kv_cache_group_id"]
-            first_block = num_tokens < arguments["block_size"]
+            request = arguments["request"]
             if arguments["replace_existing_hashes"]:
-                kind = "replace-first-block" if first_block else "replace"
-            elif self._holds(block, arguments["request"], num_tokens, group):
-                kind = "cached"
+                kind = "replace"
+            elif self._holds(block, request, num_tokens, group):
+                return f"partial:cached@{self.group_kinds[group]}"
             elif (
                 block.block_hash is not None
                 and block.block_hash_num_tokens is not None
@@ -91,10 +96,19 @@ class EventLabeller:
             ):
                 kind = "promotion"
             else:
-                kind = "first-block" if first_block else "first"
-            return f"partial:{kind}@{self.group_kinds[group]}"
+                kind = "first"
+            position = self._chain_start(
+                request, num_tokens, arguments["block_size"], group
+            )
+            if position == "-first-block" and kind == "first":
+                kind, position = "first-block", ""
+            return f"partial:{kind}{position}@{self.group_kinds[group]}"
         if name == "cache_full_blocks":
-            return f"full@{self.group_kinds[arguments['kv_cache_group_id']]}"
+            group = arguments["kv_cache_group_id"]
+            start = arguments["num_cached_blocks"] * arguments["block_size"]
+            unheld = start and not self._pool_holds(arguments["request"], start, group)
+            kind = "full-unheld-parent" if unheld else "full"
+            return f"{kind}@{self.group_kinds[group]}"
         if name == "emit_cached_block_events":
             return f"hits@{self.group_kinds[arguments['kv_cache_group_id']]}"
         return {
@@ -116,6 +130,32 @@ class EventLabeller:
         return block.block_hash == key or self.pool.cached_block_hash_to_block.contain(
             key, block.block_id
         )
+
+    def _chain_start(
+        self, request: Any, num_tokens: int, block_size: int, group: int
+    ) -> str:
+        """Where the entry's ancestry would start, as the pool sees it before
+        the call: "-block-end" for an entry that ends its cache block,
+        "-first-block" inside the first cache block, "-unheld-start" when the
+        pool does not hold the hash at its cache block's start, else ""."""
+        if num_tokens % block_size == 0:
+            return "-block-end"
+        start = (num_tokens - 1) // block_size * block_size
+        if start == 0:
+            return "-first-block"
+        if not self._pool_holds(request, start, group):
+            return "-unheld-start"
+        return ""
+
+    def _pool_holds(self, request: Any, end: int, group: int) -> bool:
+        """Whether the pool holds, in ``group``, the request's hash of its
+        first ``end`` tokens."""
+        from vllm.v1.core.kv_cache_utils import make_block_hash_with_group_id
+
+        key = make_block_hash_with_group_id(
+            request.block_hashes[end // self.pool.hash_block_size - 1], group
+        )
+        return self.pool.cached_block_hash_to_block.get_one_block(key) is not None
 
     def take(self, events: list) -> list[tuple[str, Any]]:
         labelled = [

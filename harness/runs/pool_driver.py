@@ -2,8 +2,10 @@
 
 Requests sharing prefixes, extensions, prompt-tail partial entries inside and
 past the first cache block, promotions, replacement, frees, eviction
-pressure, ``evict_blocks`` and ``reset_prefix_cache``, one seeded operation a
-step.
+pressure, ``evict_blocks`` of cached blocks and of blocks in use, and
+``reset_prefix_cache``, one seeded operation a step. (Null blocks belong to
+the managers of sliding-window and Mamba groups: harness.runs.manager_driver,
+and the scripted harness.runs.scenarios.)
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class PoolDriver:
         "free": 16,
         "pressure": 10,
         "evict": 8,
+        "invalidate": 4,
         "replace": 5,
         "abort": 4,
         "reset": 2,
@@ -149,6 +152,17 @@ class PoolDriver:
             for block in self.pool.blocks
             if block.ref_cnt == 0 and block.block_hash is not None
         ]
+        if cached:
+            chosen = self.rng.sample(cached, self.rng.randint(1, len(cached)))
+            self.pool.evict_blocks(set(chosen))
+
+    def op_invalidate(self) -> None:
+        """A connector invalidates some cached blocks of a running request
+        (a failed KV load): they leave the prefix cache and stay allocated."""
+        if not self.running:
+            return
+        running = self.rng.choice(self.running)
+        cached = [block.block_id for block in running.blocks if block.block_hash]
         if cached:
             chosen = self.rng.sample(cached, self.rng.randint(1, len(cached)))
             self.pool.evict_blocks(set(chosen))

@@ -35,14 +35,9 @@ from harness.contract.records import (
     encode_record,
 )
 from harness.contract.wire import ExternalBlockHash
-from harness.runs.drivers import (
-    CONFIGS,
-    SEED_EXAMPLE,
-    evict_everything,
-    evict_free_blocks,
-)
+from harness.runs.drivers import CONFIGS, evict_everything, evict_free_blocks
 from harness.runs.labeller import EventLabeller
-from harness.runs.requests import make_request
+from harness.runs.scenarios import SCENARIOS
 
 # How a worker (harness.runs.worker) that runs workloads is started.
 WORKER_COMMAND = ["-m", "harness", "workloads", "--serve"]
@@ -162,11 +157,16 @@ def run_workload(
         recorder.write(RunEnd(drained))
 
 
-def run_seed_example(out: Path, stream: Path | None = None) -> None:
-    """The seed report's case: hbs 128, block 1536, an 1800-token prompt."""
-    driver, labeller = build("pool-128x1536", 0)
-    pool = driver.pool
-    request = make_request("seed", list(range(1800)), 128)
+def run_scenario(name: str, out: Path, stream: Path | None = None) -> None:
+    """A scripted workload of harness.runs.scenarios, then evict everything."""
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import init_none_hash
+
+    init_none_hash(sha256)
+    scenario = SCENARIOS[name]
+    driver = scenario.driver()
+    labeller = EventLabeller(driver.pool, driver.group_kinds)
+    steps = scenario.steps(driver.pool)
     with (
         out.open("wb") as sink,
         (
@@ -174,14 +174,11 @@ def run_seed_example(out: Path, stream: Path | None = None) -> None:
         ) as stream_sink,
     ):
         recorder = Recorder(driver, labeller, sink, stream_sink)
-        recorder.write(run_start(SEED_EXAMPLE, 0, 2, driver))
-        blocks = pool.get_new_blocks(2)
-        pool.cache_full_blocks(request, blocks, 0, 1, 1536, 0)
-        pool.cache_partial_block(request, blocks[1], 1792, 0, 1536)
-        recorder.op(0, "cache-1800-token-prompt")
-        pool.free_blocks(blocks[::-1])
-        drained = evict_free_blocks(pool)
-        recorder.op(1, "evict-everything")
+        recorder.write(run_start(name, 0, len(steps), driver))
+        for index, step in enumerate(steps):
+            recorder.op(index, step(driver.pool))
+        drained = evict_free_blocks(driver.pool)
+        recorder.op(len(steps), "evict-everything")
         recorder.write(RunEnd(drained))
 
 
@@ -239,10 +236,10 @@ def soak(config: str, seed: int, ops: int, sample_every: int) -> dict[str, Any]:
 
 def handle(request: dict[str, Any]) -> None:
     """A worker's request: ``{"config", "seed", "ops", "out"}`` runs a
-    workload into the record file ``out`` (the seed example for
-    SEED_EXAMPLE)."""
-    if request["config"] == SEED_EXAMPLE:
-        run_seed_example(Path(request["out"]))
+    workload into the record file ``out`` (a scripted one, seed and ops
+    ignored, for the names of SCENARIOS)."""
+    if request["config"] in SCENARIOS:
+        run_scenario(request["config"], Path(request["out"]))
     else:
         run_workload(
             request["config"], request["seed"], request["ops"], Path(request["out"])

@@ -8,11 +8,12 @@ import json
 import sys
 from pathlib import Path
 
-from harness.runs.drivers import CONFIGS, SEED_EXAMPLE
+from harness.runs.drivers import CONFIGS
+from harness.runs.scenarios import SCENARIOS
 
 
 def register(parser) -> None:
-    parser.add_argument("--config", choices=[*CONFIGS, SEED_EXAMPLE])
+    parser.add_argument("--config", choices=[*CONFIGS, *SCENARIOS])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ops", type=int, default=200)
     parser.add_argument("--out", type=Path, help="record file")
@@ -58,8 +59,8 @@ def run(args) -> int:
         return 0
     if args.config is None or args.out is None:
         args.usage_error("--config and --out are required")
-    if args.config == SEED_EXAMPLE:
-        workloads.run_seed_example(args.out, args.stream)
+    if args.config in SCENARIOS:
+        workloads.run_scenario(args.config, args.out, args.stream)
     else:
         workloads.run_workload(args.config, args.seed, args.ops, args.out, args.stream)
     return 0

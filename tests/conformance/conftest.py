@@ -170,12 +170,14 @@ def pytest_terminal_summary(terminalreporter):
     for rule, counts in totals["rules"].items():
         write(f"{title(rule):<30}{counts['pristine']:>10}{counts['patched']:>10}")
     write("per workload config (pristine -> patched):")
-    for config, counts in sorted(_session.by_config().items()):
+    by_config = sorted(_session.by_config().items())
+    width = max((len(config) for config, _ in by_config), default=0) + 2
+    for config, counts in by_config:
         cells = "  ".join(
             f"{cls} {counts['pristine'][cls]}->{counts['patched'][cls]}"
             for cls in CLASSES
         )
-        write(f"  {config:<15}{cells}")
+        write(f"  {config:<{width}}{cells}")
     # An expectation that matched nothing proves nothing: say so.
     for cls in sorted(fixes):
         if not totals["classes"][cls]["pristine"]:
