@@ -61,6 +61,10 @@ VERBS = {
         "harness.verbs.consumers",
         "count what Dynamo's radix tree rejects, pristine against patched",
     ),
+    "fidelity": (
+        "harness.verbs.fidelity",
+        "how well a router indexing the stream predicts the engine's hits",
+    ),
     "e2e": (
         "harness.verbs.e2e",
         "a real vLLM engine's KV events, as released against patched",

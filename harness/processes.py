@@ -117,3 +117,17 @@ def run(
         end_group(process)
         raise
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def call(command: list[str], *, cwd=None, env: dict[str, str] | None = None) -> int:
+    """Run ``command`` to its end in a process group of its own, its output
+    going where the harness's goes (pytest's and pip's progress); on any
+    exception the group is killed first. Its exit status."""
+    process = subprocess.Popen(
+        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, process_group=0
+    )
+    try:
+        return process.wait()
+    except BaseException:
+        end_group(process)
+        raise

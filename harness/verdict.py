@@ -97,6 +97,9 @@ class Verdict:
     patched: dict[str, str]
     conformance: Conformance
     wall_seconds: float
+    # Where and when it was taken: date (UTC), the checkout's revision, the
+    # machine (`harness.runs.provenance`); empty in reports from before it.
+    provenance: dict[str, str] = field(default_factory=dict)
 
     @cached_property
     def comparison(self) -> Comparison:
@@ -128,6 +131,7 @@ class Verdict:
                 conformance.get("report"),
             ),
             wall_seconds=data["wall_seconds"],
+            provenance=dict(data.get("provenance", {})),
         )
 
     def as_json(self) -> dict:
@@ -141,6 +145,7 @@ class Verdict:
             "patched": {"tally": tally(self.patched), "outcomes": self.patched},
             **asdict(self.comparison),
             "conformance": asdict(self.conformance),
+            "provenance": self.provenance,
         }
 
     def row(self) -> dict[str, str]:

@@ -3,10 +3,15 @@
 - `dynamo`: NVIDIA Dynamo's radix tree (ai-dynamo-runtime), through an
   adapter that turns vLLM's events into the tree's JSON events;
 - `replay`: the seeded workloads run in a pristine and a patched tree, each
-  stream applied to a fresh consumer, rejections counted per cause.
+  stream applied to a fresh consumer, rejections counted per cause;
+- `fidelity`: the same workloads with probe requests, the hits a router
+  predicts from each stream against the engine's own (the reference router
+  of harness.contract.router, and Dynamo's tree).
 """
 
 # The report's plan: the seed example, then each workload config with seeds
 # 0..DEFAULT_SEEDS-1 and DEFAULT_OPS operations.
 DEFAULT_SEEDS = 3
 DEFAULT_OPS = 300
+# Probe requests per quiet point for the router-fidelity table.
+DEFAULT_PROBES = 4

@@ -26,11 +26,19 @@ copies (a second store of a live hash is accepted, one removal drops it) and
 removing a node drops its subtree. A store whose tokens do not span its
 hashes (rule C3) gives no block its tokens, so the adapter does not send it
 and counts it as rejected.
+
+`DynamoAdapter.matched_tokens` asks the tree what it would predict for a
+request (``find_matches``, the router's overlap query). The tree keys each
+node by its own block's tokens, and a view's nodes come in two sizes (full
+cache blocks, and hash blocks for partial entries and their ancestry), so a
+request is queried as the stream stores it: its full blocks, then the hash
+blocks inside the first block past them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,9 +61,17 @@ def dynamo_hash(block_hash: ExternalBlockHash) -> int:
     return block_hash
 
 
+def dynamo_core() -> Any:
+    """ai-dynamo-runtime's core module (the consumers extra). Its tree logs
+    a warning per rejected event unless told otherwise before the first
+    import; the replays count rejections instead, so it logs errors only."""
+    os.environ.setdefault("DYN_LOG", "error")
+    return require("dynamo._core", "consumers")
+
+
 def tokens_hash(token_ids: list[int]) -> int:
     """Dynamo's hash of one block's token ids."""
-    core = require("dynamo._core", "consumers")
+    core = dynamo_core()
     (value,) = core.compute_block_hash_for_seq(token_ids, len(token_ids))
     return value
 
@@ -122,6 +138,44 @@ class DynamoAdapter:
             return [f"not sent: {exc}"]
         message = self._send(worker, data)
         return [] if message is None else [message]
+
+    def matched_tokens(
+        self,
+        view: tuple[str | None, int | None],
+        token_ids: list[int],
+        block_size: int,
+        hash_block_size: int,
+        max_length: int,
+    ) -> int:
+        """Tokens of ``token_ids`` (at most ``max_length``) that the tree
+        holds for ``view`` as one path from the root: the full blocks it
+        matches, then the hash blocks inside the next block."""
+        worker = self.workers.get(view)
+        if worker is None:
+            return 0
+        blocks = [
+            tokens_hash(token_ids[start : start + block_size])
+            for start in range(0, max_length - block_size + 1, block_size)
+        ]
+        full = self._depth(worker, blocks)
+        start = full * block_size
+        # Hash blocks strictly inside the next block (its last one would
+        # complete the full block, which the tree does not hold).
+        end = min(start + block_size - hash_block_size, max_length)
+        inner = [
+            tokens_hash(token_ids[begin : begin + hash_block_size])
+            for begin in range(start, end - hash_block_size + 1, hash_block_size)
+        ]
+        if not inner:
+            return start
+        return start + (self._depth(worker, blocks[:full] + inner) - full) * (
+            hash_block_size
+        )
+
+    def _depth(self, worker: int, sequence: list[int]) -> int:
+        if not sequence:
+            return 0
+        return self.tree.find_matches(sequence).scores.get((worker, 0), 0)
 
     def _send(self, worker: int, data: dict[str, Any] | str) -> str | None:
         payload = {"event_id": self.next_event_id, "data": data, "dp_rank": 0}

@@ -11,7 +11,6 @@ chain is extended.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections import Counter
 from collections.abc import Iterable
@@ -19,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.consumers.dynamo import DynamoAdapter, blocks_in
+from harness.consumers.dynamo import DynamoAdapter, blocks_in, dynamo_core
 from harness.contract.checker import StreamChecker
+from harness.contract.classes import align
 from harness.contract.records import OpRecord, Record, RunEnd, read_records
 from harness.contract.wire import BlockRemoved, BlockStored, KVCacheEvent, decode_event
-from harness.errors import require
 from harness.log import progress
 from harness.runs.drivers import CONFIGS
 from harness.runs.scenarios import SEED_EXAMPLE
@@ -50,16 +49,23 @@ class ConsumerCount:
     so the adapter cannot send it). It is TREE when the stream is sound there
     but the tree had lost what the event needs (it counts one copy, drops a
     subtree with its root, and never took a store it rejected).
+
+    A patched run's rejections are counted apart for the events the series
+    added (``rejected_added``), so that ``rejected`` compares the same
+    events in both trees: those pristine emits, which the patched tree
+    repeats byte for byte (C7).
     """
 
     applied: Counter = field(default_factory=Counter)
     rejected: Counter = field(default_factory=Counter)
+    rejected_added: Counter = field(default_factory=Counter)
     # Blocks still in the tree once a run has evicted everything.
     left_after_drain: int = 0
 
     def add(self, other: ConsumerCount) -> None:
         self.applied.update(other.applied)
         self.rejected.update(other.rejected)
+        self.rejected_added.update(other.rejected_added)
         self.left_after_drain += other.left_after_drain
 
     def rejected_of(self, kind: str, cause: str) -> int:
@@ -91,14 +97,29 @@ def event_kind(event: KVCacheEvent) -> str:
     return "clear"
 
 
-def replay_into_dynamo(records: Iterable[Record]) -> ConsumerCount:
+def added_events(
+    pristine: list[Record], patched: list[Record]
+) -> frozenset[tuple[int, int]]:
+    """(operation, event) of every patched event that repeats no pristine
+    event of its operation: those the series added."""
+    before = [record for record in pristine if isinstance(record, OpRecord)]
+    after = [record for record in patched if isinstance(record, OpRecord)]
+    added = set()
+    for old, new in zip(before, after, strict=True):
+        kept = set(align(old.events, new.events) or ())
+        added |= {(new.index, i) for i in range(len(new.events)) if i not in kept}
+    return frozenset(added)
+
+
+def replay_into_dynamo(
+    records: Iterable[Record], added: frozenset[tuple[int, int]] = frozenset()
+) -> ConsumerCount:
     """Apply a workload's events, in order, to a fresh RadixTree, and to the
     stream checker, which tells why the tree rejected one: the stream breaks
-    a rule there (STREAM) or not (TREE). A run that ends with everything
+    a rule there (STREAM) or not (TREE). Rejections of the ``added`` events
+    ((operation, event)) are counted apart. A run that ends with everything
     evicted counts the blocks left in the tree."""
-    # The tree logs a warning per rejection; they are counted here instead.
-    os.environ.setdefault("DYN_LOG", "error")
-    tree = require("dynamo._core", "consumers").RadixTree()
+    tree = dynamo_core().RadixTree()
     adapter = DynamoAdapter(tree)
     checker = StreamChecker()
     count = ConsumerCount()
@@ -107,14 +128,19 @@ def replay_into_dynamo(records: Iterable[Record]) -> ConsumerCount:
             count.left_after_drain += blocks_in(tree)
         if not isinstance(record, OpRecord):
             continue
-        for event_record in record.events:
+        for index, event_record in enumerate(record.events):
             event = decode_event(event_record.data)
             kind = event_kind(event)
             why = STREAM if checker.apply([event]) else TREE
             count.applied[kind, event_record.label] += 1
-            rejections = len(adapter.apply(event))
-            count.rejected[kind, event_record.label, why] += rejections
-    count.rejected = +count.rejected  # keep the nonzero counts only
+            rejected = (
+                count.rejected_added
+                if (record.index, index) in added
+                else count.rejected
+            )
+            rejected[kind, event_record.label, why] += len(adapter.apply(event))
+    # Keep the nonzero counts only.
+    count.rejected, count.rejected_added = +count.rejected, +count.rejected_added
     return count
 
 
@@ -128,17 +154,14 @@ def workload_plan(seeds: int, ops: int) -> list[dict[str, Any]]:
     return plan
 
 
-def count_tree(tree: Path, plan: list[dict[str, Any]]) -> ConsumerCount:
-    """Run every planned workload in ``tree`` and feed each to Dynamo."""
-    total = ConsumerCount()
-    with tempfile.TemporaryDirectory() as scratch:
-        log = Path(scratch) / "worker.log"
-        with TreeWorker(tree, WORKER_COMMAND, log) as worker:
-            for index, request in enumerate(plan):
-                out = Path(scratch) / f"{index}.rec"
-                worker.ask({**request, "out": str(out)})
-                total.add(replay_into_dynamo(read_records(out)))
-    return total
+def run_plan(tree: Path, plan: list[dict[str, Any]], scratch: Path) -> list[Path]:
+    """Run every planned workload in ``tree``; their record files, in order."""
+    outs = []
+    with TreeWorker(tree, WORKER_COMMAND, scratch / "worker.log") as worker:
+        for index, request in enumerate(plan):
+            outs.append(scratch / f"{index}.rec")
+            worker.ask({**request, "out": str(outs[-1])})
+    return outs
 
 
 @dataclass(frozen=True)
@@ -193,6 +216,15 @@ def render(comparisons: list[Comparison]) -> str:
                 f"{count.left_after_drain} blocks left in the tree after "
                 "evicting everything"
             )
+        added = Counter()
+        for (kind, _, why), count in comparison.patched.rejected_added.items():
+            added[kind] += count
+            added[why] += count
+        lines.append(
+            f"events the series added that the tree rejected (not in the table): "
+            f"{added[STORE]} stores, {added[REMOVAL]} removals, {added[STREAM]} "
+            "of them for a reason the stream causes"
+        )
         lines.append("")
     return "\n".join(lines)
 
@@ -202,11 +234,24 @@ def compare(
 ) -> list[Comparison]:
     target = get_target(target_name)
     plan = workload_plan(seeds, ops)
-    progress(f"consumers: {len(plan)} workloads in the pristine tree")
-    pristine = count_tree(pristine_tree(target), plan)
-    comparisons = []
-    for tier in tiers:
-        progress(f"consumers: {len(plan)} workloads in the {tier} tier's tree")
-        patched = count_tree(cached_patched_tree(target, tier), plan)
-        comparisons.append(Comparison(tier, pristine, patched))
+    with tempfile.TemporaryDirectory() as scratch:
+        progress(f"consumers: {len(plan)} workloads in the pristine tree")
+        (Path(scratch) / "pristine").mkdir()
+        baseline = run_plan(pristine_tree(target), plan, Path(scratch) / "pristine")
+        pristine = ConsumerCount()
+        for path in baseline:
+            pristine.add(replay_into_dynamo(read_records(path)))
+        comparisons = []
+        for tier in tiers:
+            progress(f"consumers: {len(plan)} workloads in the {tier} tier's tree")
+            (Path(scratch) / tier).mkdir()
+            tree = cached_patched_tree(target, tier)
+            patched = ConsumerCount()
+            for before, path in zip(
+                baseline, run_plan(tree, plan, Path(scratch) / tier), strict=True
+            ):
+                records = read_records(path)
+                added = added_events(read_records(before), records)
+                patched.add(replay_into_dynamo(records, added))
+            comparisons.append(Comparison(tier, pristine, patched))
     return comparisons

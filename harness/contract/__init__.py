@@ -12,7 +12,11 @@ no vLLM:
   read;
 - `classes`: a workload's violations sorted into K1-K5, and C7 between a
   pristine and a patched run;
-- `subscribe`: a live stream from vLLM's ZMQ publisher.
+- `subscribe`: a live stream from vLLM's ZMQ publisher;
+- `router`: a KV-aware router's index built from the events, and vLLM's
+  lookup rules over it;
+- `fidelity`: a run's probe requests, the router's predicted hits against
+  the engine's.
 
 This module needs only the standard library.
 """
@@ -78,8 +82,8 @@ CLASSES = _table(
     Entry(
         "K1",
         "unreported ancestry",
-        "a partial entry's first registration past the first cache block "
-        "names a boundary no event reported",
+        "a partial entry's first registration past the first cache block, "
+        "whose block start the pool holds, names a boundary no event reported",
     ),
     Entry(
         "K2",
@@ -90,13 +94,14 @@ CLASSES = _table(
     Entry(
         "K3",
         "promotion",
-        "a partial entry promoted to a later boundary names the boundary just removed",
+        "a partial entry promoted to a later boundary names the hash just "
+        "removed, or a boundary no event reported",
     ),
     Entry(
         "K4",
-        "skipped or masked blocks",
-        "a group whose full blocks can be null or masked never announces "
-        "the skipped blocks",
+        "nothing live to hang from",
+        "skipped (null or masked) blocks are never announced, a parent block "
+        "was evicted in use, or a partial entry's block start is held nowhere",
     ),
     Entry("K5", "physical copies", "a hash stored again while it is live"),
 )

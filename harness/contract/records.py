@@ -4,8 +4,12 @@ A record file holds msgpack records back to back: a `RunStart`, then per
 operation an `OpRecord` with each event as vLLM's own encoder wrote it (what
 its ZMQ publisher sends), a `PoolSnapshot` of the hashes the pool holds and a
 `BookkeepingSample` of the series' ancestry bookkeeping; then an operation
-that evicts everything and a `RunEnd`. Imports no vLLM, so checkers can read
-the records.
+that evicts everything and a `RunEnd`. A run asked for probes also writes a
+`ProbeSetup` after the `RunStart` and a `ProbeRecord` after each operation's
+snapshot: requests looked up in the engine's own cache at that quiet point,
+for the router-fidelity measure (harness.contract.fidelity). An engine
+session (harness.runs.engine) writes a `ServedRequest` per request to a
+record file of its own. Imports no vLLM, so checkers can read the records.
 
 Records are tagged structs: a new kind of record (a probe's result, say) is a
 new struct with a tag of its own, added to `Record`; readers that do not
@@ -60,7 +64,54 @@ class RunEnd(msgspec.Struct, tag="end"):
     drained: bool  # everything was evicted by the last operation
 
 
-Record = RunStart | OpRecord | PoolSnapshot | BookkeepingSample | RunEnd
+class ProbeSetup(msgspec.Struct, tag="probe-setup"):
+    """How the engine looks a request up, beyond RunStart's layout."""
+
+    probes_per_op: int
+    seed: int  # of the probes' own generator, never the workload's
+    # The coordinator's cache-hit alignment in tokens (hash_block_size when
+    # partial hash hits are on, else the scheduler block size).
+    alignment: int
+    sliding_windows: list[int | None]  # per KV cache group, tokens
+
+
+class Probe(msgspec.Struct, array_like=True, frozen=True):
+    """One request looked up, never scheduled: its tokens, its hashes at each
+    hash-block boundary (as events carry them) and the hit the engine's own
+    lookup gives, capped at num_tokens - 1."""
+
+    origin: str  # "prompt", "truncation" or "continuation" of an issued prompt
+    token_ids: list[int]
+    block_hashes: list[ExternalBlockHash]
+    hit: int  # every group together (the coordinator's)
+    hit_per_group: list[int]  # each group alone
+
+
+class ProbeRecord(msgspec.Struct, tag="probes"):
+    op: int  # the quiet point: after this operation
+    probes: list[Probe]
+
+
+class ServedRequest(msgspec.Struct, tag="served", frozen=True):
+    """One request of a real engine's session, as the engine served it."""
+
+    phase: str
+    token_ids: list[int]
+    block_hashes: list[ExternalBlockHash]  # at each hash-block boundary
+    sent: float  # time.time() just before it was sent: the batches' clock
+    num_cached_tokens: int  # the engine's prefix-cache hit for it
+
+
+Record = (
+    RunStart
+    | OpRecord
+    | PoolSnapshot
+    | BookkeepingSample
+    | RunEnd
+    | ProbeSetup
+    | ProbeRecord
+    | ServedRequest
+)
 _record_encoder = msgspec.msgpack.Encoder()
 _record_decoder = msgspec.msgpack.Decoder(Record)
 

@@ -7,12 +7,18 @@ run by harness.runs.session in a process group of its own) drives prompts
 sharing a prefix that ends inside a cache block, evicts them with traffic on
 disjoint tokens, resets the prefix cache and runs the shared prompts and the
 eviction again. The engine is shut down on every path. docs/e2e.md says why
-each engine setting is needed.
+each engine setting is needed. With ``requests_out`` the session also writes,
+for each request, its tokens, its hashes at each hash-block boundary, when it
+was sent and the ``num_cached_tokens`` the engine reported
+(harness.contract.records.ServedRequest): the router fidelity of the session
+(harness.runs.judge).
 """
 
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import E2EError
@@ -101,9 +107,35 @@ def session_prompts(seed: int) -> list[tuple[str, list[int]]]:
     return shared + eviction
 
 
-def engine_session(model: Path, endpoint: str, dtype: str, seed: int) -> None:
+def request_hasher(llm) -> Callable[[list[int]], list]:
+    """A request's hashes at each hash-block boundary, as the engine computes
+    them (text only: no extra keys) and as its events carry them."""
+    from vllm.utils.hashing import get_hash_fn_by_name
+    from vllm.v1.core import kv_cache_utils
+
+    hash_fn = get_hash_fn_by_name(
+        llm.llm_engine.vllm_config.cache_config.prefix_caching_hash_algo
+    )
+    kv_cache_utils.init_none_hash(hash_fn)  # the engine core's: the same seed
+
+    def hashes(tokens: list[int]) -> list:
+        found, parent = [], None
+        for end in range(HASH_BLOCK_SIZE, len(tokens) + 1, HASH_BLOCK_SIZE):
+            parent = kv_cache_utils.hash_block_tokens(
+                hash_fn, parent, tokens[end - HASH_BLOCK_SIZE : end], None
+            )
+            found.append(kv_cache_utils.maybe_convert_block_hash(parent))
+        return found
+
+    return hashes
+
+
+def engine_session(
+    model: Path, endpoint: str, dtype: str, seed: int, requests_out: Path | None = None
+) -> None:
     """Shared prompts, eviction traffic, a prefix-cache reset, and both
-    again; the engine is shut down on every path."""
+    again; the engine is shut down on every path. Each request is written to
+    ``requests_out`` (a record file) as it completes."""
     from vllm import LLM, SamplingParams
     from vllm.config import KVEventsConfig
     from vllm.inputs import TokensPrompt
@@ -128,13 +160,28 @@ def engine_session(model: Path, endpoint: str, dtype: str, seed: int) -> None:
             topic="kv",
         ),
     )
+    from harness.contract.records import ServedRequest, encode_record
+
+    log = requests_out.open("wb") if requests_out is not None else None
     try:
+        hashes = request_hasher(llm)
         sampling = SamplingParams(max_tokens=1, temperature=0.0)
         for round_number in range(2):
             for phase, tokens in session_prompts(seed):
-                llm.generate([TokensPrompt(prompt_token_ids=tokens)], sampling)
+                sent = time.time()  # the clock of the events' batch timestamps
+                [output] = llm.generate(
+                    [TokensPrompt(prompt_token_ids=tokens)], sampling
+                )
+                if log is not None:
+                    served = ServedRequest(
+                        phase, tokens, hashes(tokens), sent, output.num_cached_tokens
+                    )
+                    log.write(encode_record(served))
+                    log.flush()
                 progress(f"e2e engine: round {round_number} {phase} prompt done")
             if round_number == 0 and not llm.reset_prefix_cache():
                 raise E2EError("the engine refused to reset its prefix cache")
     finally:
+        if log is not None:
+            log.close()
         llm.llm_engine.engine_core.shutdown()

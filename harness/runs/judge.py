@@ -1,12 +1,28 @@
-"""What the stream checker finds in one engine session's capture."""
+"""What the stream checker finds in one engine session's capture, and how
+well a router indexing it predicts the engine's hits.
+
+Router fidelity on a real engine: requests go one at a time, so the stream
+published before a request was sent (the batches stamped earlier than its
+send time, on the same machine's clock) is what a router knew when it routed
+it, and the request's ``num_cached_tokens`` is the hit the engine served.
+The reference router (harness.contract.router) indexes those batches and
+predicts the hit with vLLM's rules for the engine's layout (`engine_layout`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from harness.contract.checker import PARENT_REMOVED, StreamChecker, Violation
-from harness.contract.wire import AllBlocksCleared, BlockStored, decode_batch
-from harness.runs.engine import HASH_BLOCK_SIZE, SHARED_TOKENS
+from harness.contract.fidelity import CELL_HEADERS, Tally
+from harness.contract.router import EngineLayout, GroupLayout, RouterIndex, predict
+from harness.contract.wire import (
+    AllBlocksCleared,
+    BlockStored,
+    KVEventBatch,
+    decode_batch,
+)
+from harness.runs.engine import BLOCK_SIZE, HASH_BLOCK_SIZE, SHARED_TOKENS
 from harness.runs.session import Session
 
 
@@ -31,6 +47,10 @@ class SessionReport:
     shared_live_at_reset: int = 0
     shared_live_at_end: int = 0
     duplicate_stores: int = 0
+    # Router fidelity: combined hits predicted from the stream against the
+    # engine's num_cached_tokens, and (phase, predicted, served) per request.
+    fidelity: Tally = field(default_factory=Tally)
+    predictions: list[tuple[str, int, int]] = field(default_factory=list)
 
     def rules(self) -> dict[str, int]:
         found: dict[str, int] = {}
@@ -54,6 +74,15 @@ class SessionReport:
             f"  processes left after the engine's exit: "
             f"{len(session.outlived_leader)}; after the group kill: "
             f"{len(session.survivors)}",
+            "  router fidelity ("
+            + ", ".join(CELL_HEADERS)
+            + "): "
+            + ", ".join(self.fidelity.cells()),
+            "  per request, predicted/served (* where they differ): "
+            + " ".join(
+                f"{predicted}/{served}" + ("" if predicted == served else "*")
+                for _, predicted, served in self.predictions
+            ),
         ]
         lines += [f"    {violation}" for violation in self.violations[:5]]
         return "\n".join(lines)
@@ -108,7 +137,57 @@ def judge(session: Session) -> SessionReport:
     report.violations = checker.violations
     report.shared_live_at_end = shared_hashes_live(checker, shared)
     report.duplicate_stores = checker.duplicate_stores
+    judge_fidelity(report)
     return report
+
+
+def engine_layout(batches: list[KVEventBatch]) -> EngineLayout:
+    """The e2e engine as a router is configured for it: hash blocks of
+    HASH_BLOCK_SIZE, every group in BLOCK_SIZE blocks, and hits at the hash
+    block (partial hash hits are on: Mamba in align mode with blocks larger
+    than the hash block). Each group's kind is the one its stores carry."""
+    kinds: dict[int, str] = {}
+    medium = None
+    for batch in batches:
+        for event in batch.events:
+            if isinstance(event, BlockStored) and event.kv_cache_spec_kind:
+                kinds.setdefault(event.group_idx or 0, event.kv_cache_spec_kind)
+                medium = medium or event.medium
+    return EngineLayout(
+        hash_block_size=HASH_BLOCK_SIZE,
+        alignment=HASH_BLOCK_SIZE,
+        groups=tuple(
+            GroupLayout(kinds[group], BLOCK_SIZE) for group in range(len(kinds))
+        ),
+        medium=medium,
+    )
+
+
+def judge_fidelity(report: SessionReport) -> None:
+    """Each request's hit, predicted from the batches published before it
+    was sent, against the engine's num_cached_tokens."""
+    session = report.session
+    batches = [
+        decode_batch(payload, f"{session.label} message {index}")
+        for index, payload in enumerate(session.payloads)
+    ]
+    if not session.requests or not batches:
+        return
+    layout = engine_layout(batches)
+    index = RouterIndex()
+    applied = 0
+    for request in session.requests:
+        while applied < len(batches) and batches[applied].ts < request.sent:
+            index.apply_all(batches[applied].events)
+            applied += 1
+        predicted = predict(
+            layout,
+            index.holding(layout.medium),
+            request.block_hashes,
+            len(request.token_ids),
+        ).combined
+        report.fidelity.add(predicted, request.num_cached_tokens)
+        report.predictions.append((request.phase, predicted, request.num_cached_tokens))
 
 
 def copy_views(checker: StreamChecker) -> dict:

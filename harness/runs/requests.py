@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 VOCAB = 8  # small, so random suffixes still share prefixes now and then
@@ -43,6 +44,8 @@ class Prompts:
             [rng.randrange(VOCAB) for _ in range(max_length)] for _ in range(3)
         ]
         self.issued = 0
+        # Called with each prompt's token ids (probes sample from them).
+        self.on_issue: Callable[[list[int]], None] | None = None
 
     def next_request(self) -> Any:
         length = self.rng.randint(1, self.max_length)
@@ -52,4 +55,6 @@ class Prompts:
             self.rng.randrange(VOCAB) for _ in range(length - shared)
         ]
         self.issued += 1
+        if self.on_issue is not None:
+            self.on_issue(tokens)
         return make_request(str(self.issued), tokens, self.hash_block_size)

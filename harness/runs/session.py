@@ -3,7 +3,9 @@
 This process subscribes (harness.contract.subscribe, which binds) before the
 engine starts publishing, captures every payload until the engine has exited
 and the stream has been quiet for a while, and kills whatever is left of the
-engine's process group at the end.
+engine's process group at the end. The engine also writes each request it
+served (tokens, hashes, when it was sent, its cached tokens), for the
+session's router fidelity (harness.runs.judge).
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import sys
 import tempfile
 import time
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.contract.records import ServedRequest, read_records
 from harness.log import progress
 from harness.trees.env import STREAM_ENV, tree_env
 
@@ -44,6 +47,8 @@ class Session:
     outlived_leader: list[str]
     survivors: list[str]
     log_tail: str
+    # The requests the engine served, in the order it served them.
+    requests: list[ServedRequest] = field(default_factory=list)
 
 
 def free_port() -> int:
@@ -142,6 +147,8 @@ def run_session(
     command += ["--dtype", dtype, "--seed", str(seed)]
     with tempfile.TemporaryDirectory() as scratch:
         log = Path(scratch) / "engine.log"
+        requests = Path(scratch) / "requests.rec"
+        command += ["--requests", str(requests)]
         started = time.monotonic()
         with log.open("w") as log_file:
             engine = subprocess.Popen(
@@ -169,4 +176,13 @@ def run_session(
             outlived_leader=outlived,
             survivors=survivors,
             log_tail="\n".join(log.read_text().splitlines()[-30:]),
+            requests=served_requests(requests),
         )
+
+
+def served_requests(path: Path) -> list[ServedRequest]:
+    """What the engine wrote of the requests it served (none if it wrote
+    nothing, having failed first)."""
+    if not path.is_file():
+        return []
+    return [r for r in read_records(path) if isinstance(r, ServedRequest)]

@@ -14,13 +14,12 @@ import importlib.metadata
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-from harness import cache
+from harness import cache, processes
 from harness.errors import TestRunError, require
 from harness.log import progress
 from harness.targets import Target
@@ -77,7 +76,7 @@ def run_pytest(
             *args,
         ]
         progress(f"{label}: {' '.join(command[1:])} (in {tree})")
-        returncode = subprocess.run(command, cwd=tree, env=env).returncode
+        returncode = processes.call(command, cwd=tree, env=env)
         return returncode, read_junit(junit) if junit.is_file() else {}
 
 

@@ -8,7 +8,9 @@ Run inside the interpreter of the tree under test (the `workloads` verb):
 A workload builds a driver (harness.runs.drivers), labels what each pool
 operation emits (harness.runs.labeller) and writes the records of
 harness.contract.records; ``--stream FILE`` also writes the events as
-`KVEventBatch` payloads, one per operation, for ``check-stream``. `handle`
+`KVEventBatch` payloads, one per operation, for ``check-stream``;
+``--probes N`` also looks N probe requests up at each quiet point
+(harness.runs.probes), for the router-fidelity measure. `handle`
 answers the requests of a worker (harness.runs.worker) so that callers
 running many workloads import the tree once.
 """
@@ -37,6 +39,7 @@ from harness.contract.records import (
 from harness.contract.wire import ExternalBlockHash
 from harness.runs.drivers import CONFIGS, evict_everything, evict_free_blocks
 from harness.runs.labeller import EventLabeller
+from harness.runs.probes import Prober
 from harness.runs.scenarios import SCENARIOS
 
 # How a worker (harness.runs.worker) that runs workloads is started.
@@ -77,11 +80,14 @@ def held_hashes(pool: Any) -> dict[int, list[ExternalBlockHash]]:
 class Recorder:
     """Takes each operation's events from the pool and writes the records."""
 
-    def __init__(self, driver, labeller: EventLabeller, out, stream):
+    def __init__(
+        self, driver, labeller: EventLabeller, out, stream, prober: Prober | None = None
+    ):
         self.driver = driver
         self.labeller = labeller
         self.out = out
         self.stream = stream
+        self.prober = prober
         self.encoder = msgspec.msgpack.Encoder()
 
     def write(self, record: Record) -> None:
@@ -104,6 +110,8 @@ class Recorder:
         )
         self.write(PoolSnapshot(index, held_hashes(self.driver.pool)))
         self.write(BookkeepingSample(index, bookkeeping_sizes(self.driver.pool)))
+        if self.prober is not None:
+            self.write(self.prober.record(index))
         if self.stream is not None and events:
             batch = KVEventBatch(ts=float(index), events=[event for _, event in events])
             self.stream.write(self.encoder.encode(batch))
@@ -139,17 +147,25 @@ def run_start(config: str, seed: int, ops: int, driver) -> RunStart:
 
 
 def run_workload(
-    config: str, seed: int, ops: int, out: Path, stream: Path | None = None
+    config: str,
+    seed: int,
+    ops: int,
+    out: Path,
+    stream: Path | None = None,
+    probes: int = 0,
 ) -> None:
     driver, labeller = build(config, seed)
+    prober = Prober(driver, seed, probes) if probes else None
     with (
         out.open("wb") as sink,
         (
             stream.open("wb") if stream is not None else open(os.devnull, "wb")
         ) as stream_sink,
     ):
-        recorder = Recorder(driver, labeller, sink, stream_sink)
+        recorder = Recorder(driver, labeller, sink, stream_sink, prober)
         recorder.write(run_start(config, seed, ops, driver))
+        if prober is not None:
+            recorder.write(prober.setup())
         for index in range(ops):
             recorder.op(index, driver.step())
         drained = evict_everything(driver)
@@ -237,10 +253,15 @@ def soak(config: str, seed: int, ops: int, sample_every: int) -> dict[str, Any]:
 def handle(request: dict[str, Any]) -> None:
     """A worker's request: ``{"config", "seed", "ops", "out"}`` runs a
     workload into the record file ``out`` (a scripted one, seed and ops
-    ignored, for the names of SCENARIOS)."""
+    ignored, for the names of SCENARIOS); ``"probes": N`` adds N probes per
+    quiet point of a seeded one."""
     if request["config"] in SCENARIOS:
         run_scenario(request["config"], Path(request["out"]))
     else:
         run_workload(
-            request["config"], request["seed"], request["ops"], Path(request["out"])
+            request["config"],
+            request["seed"],
+            request["ops"],
+            Path(request["out"]),
+            probes=request.get("probes", 0),
         )

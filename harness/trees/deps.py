@@ -5,11 +5,11 @@ tests/conftest.py imports, with torch held at the CPU wheel that lies on disk
 on the project's machines (any other torch pulls a multi-GB CUDA build).
 """
 
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from harness import processes
 from harness.errors import SourceError
 from harness.log import progress
 from harness.targets import Target
@@ -28,7 +28,7 @@ def pip(*args: str, constrain_torch: bool = False) -> int:
         constraints.write_text(TORCH_PIN + "\n")
         held = ["--constraint", str(constraints)] if constrain_torch else []
         command = [sys.executable, "-m", "pip", *args, *held]
-        return subprocess.run(command).returncode
+        return processes.call(command)
 
 
 def install_test_requirements(target: Target) -> int:

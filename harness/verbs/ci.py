@@ -2,6 +2,8 @@
 
     python -m harness ci matrix              the matrix as one line of JSON
     python -m harness ci summary REPORT...   verdict JSON as a Markdown table
+    python -m harness ci releases REPORT...  the claimed targets' table of
+                                             docs/releases.md, from verdicts
 
 The matrix has one entry per target and tier of the pin file:
 `{"include": [{"target", "tier", "toxenv", "source_id"}, ...]}`, where toxenv
@@ -18,6 +20,7 @@ Only the standard library is needed: the workflow runs this before any install.
 import json
 from pathlib import Path
 
+from harness.contract import CLASSES
 from harness.targets import Target, load_targets
 from harness.verdict import COLUMNS
 
@@ -32,6 +35,13 @@ def register(parser) -> None:
     )
     summary_parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT")
     summary_parser.set_defaults(run=print_summary)
+    releases_parser = commands.add_parser(
+        "releases",
+        help="render verdict JSON reports as docs/releases.md's table of claimed "
+        "targets: outcomes, class counts, and each row's date, revision and machine",
+    )
+    releases_parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT")
+    releases_parser.set_defaults(run=print_releases)
 
 
 def print_matrix(args) -> int:
@@ -45,6 +55,13 @@ def print_summary(args) -> int:
     table, unreadable = summary(args.reports)
     print(table)
     return UnreadableInput.exit_code if unreadable else 0
+
+
+def print_releases(args) -> int:
+    from harness.verdict import read_verdict
+
+    print(releases_table([read_verdict(report) for report in args.reports]))
+    return 0
 
 
 def matrix(targets: dict[str, Target]) -> dict:
@@ -117,3 +134,46 @@ def summary(reports: list[Path]) -> tuple[str, int]:
 
 def _table_line(cells) -> str:
     return "| " + " | ".join(cells) + " |"
+
+
+RELEASE_COLUMNS = (
+    "target",
+    "tier",
+    "selection",
+    "pristine pass/fail",
+    "patched pass/fail",
+    "regressions",
+    "added tests",
+    "conformance pass/fail",
+    *CLASSES,
+    "ancestry overlap",
+    "verdict",
+    "date",
+    "revision",
+    "machine",
+)
+
+
+def releases_table(verdicts) -> str:
+    """A row per verdict: its summary, the conformance suite's class counts
+    (pristine -> patched) and where it was taken; rows by target, then tier."""
+    lines = [_table_line(RELEASE_COLUMNS), _table_line(["---"] * len(RELEASE_COLUMNS))]
+    for verdict in sorted(verdicts, key=lambda v: (v.target, v.tier)):
+        report = verdict.conformance.report or {}
+        classes = report.get("classes", {})
+        cells = {
+            **verdict.row(),
+            **{
+                cls: "{pristine} -> {patched}".format(**classes[cls])
+                if cls in classes
+                else "-"
+                for cls in CLASSES
+            },
+            "ancestry overlap": str(report.get("ancestry_overlap", "-")),
+            **{
+                key: verdict.provenance.get(key, "not recorded")
+                for key in ("date", "revision", "machine")
+            },
+        }
+        lines.append(_table_line([cells[column] for column in RELEASE_COLUMNS]))
+    return "\n".join(lines)

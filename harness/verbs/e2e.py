@@ -48,6 +48,9 @@ def register(parser) -> None:
     engine.add_argument("--endpoint", required=True)
     engine.add_argument("--dtype", required=True)
     engine.add_argument("--seed", type=int, required=True)
+    engine.add_argument(
+        "--requests", type=Path, help="write each request served (a record file)"
+    )
     engine.set_defaults(run=engine_session)
 
 
@@ -80,5 +83,5 @@ def overlay(args) -> int:
 def engine_session(args) -> int:
     from harness.runs.engine import engine_session
 
-    engine_session(args.model, args.endpoint, args.dtype, args.seed)
+    engine_session(args.model, args.endpoint, args.dtype, args.seed, args.requests)
     return 0

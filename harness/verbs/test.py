@@ -43,6 +43,7 @@ def register(parser) -> None:
 def run(args) -> int:
     from harness import cache
     from harness.runs.conformance import run_conformance
+    from harness.runs.provenance import provenance
     from harness.runs.upstream import pristine_outcomes, run_upstream
     from harness.series.apply import cached_patched_tree
     from harness.targets import get_target
@@ -67,6 +68,7 @@ def run(args) -> int:
         patched=after,
         conformance=conformance,
         wall_seconds=time.monotonic() - started,
+        provenance=provenance(),
     )
     print(verdict.render(), flush=True)
     write_report(report, json.dumps(verdict.as_json(), indent=1) + "\n")

@@ -19,6 +19,13 @@ def register(parser) -> None:
     parser.add_argument("--out", type=Path, help="record file")
     parser.add_argument("--stream", type=Path, help="also write KVEventBatch payloads")
     parser.add_argument(
+        "--probes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also look N probe requests up at each quiet point (router fidelity)",
+    )
+    parser.add_argument(
         "--soak",
         action="store_true",
         help="run --ops operations per config (all pool/manager configs unless "
@@ -36,6 +43,9 @@ def register(parser) -> None:
 
 def run(args) -> int:
     import importlib.util
+
+    if args.probes < 0:
+        args.usage_error("--probes takes a number of probes, 0 or more")
 
     from harness.errors import WorkloadError
 
@@ -62,5 +72,7 @@ def run(args) -> int:
     if args.config in SCENARIOS:
         workloads.run_scenario(args.config, args.out, args.stream)
     else:
-        workloads.run_workload(args.config, args.seed, args.ops, args.out, args.stream)
+        workloads.run_workload(
+            args.config, args.seed, args.ops, args.out, args.stream, args.probes
+        )
     return 0

@@ -1,5 +1,6 @@
 """Conformance suite set-up: the two trees, their workload workers, and the
-class counts printed side by side at the end of the session.
+class counts (and the router fidelity of the workloads run with probes)
+printed side by side at the end of the session.
 
 The harness runs this suite with:
 
@@ -29,12 +30,17 @@ from harness.contract.classes import (
     replay,
     separate_ancestry_overlap,
 )
+from harness.contract.fidelity import CELL_HEADERS, ProbeReplay, Tally, replay_probes
 from harness.contract.records import read_records
 from harness.runs.worker import TreeWorker
 from harness.runs.workloads import WORKER_COMMAND
 from harness.targets import TIERS, get_target
 
 TREE_VARIABLES = ("HARNESS_PRISTINE_TREE", "HARNESS_PATCHED_TREE")
+# The long workload of each config: seed, operations, and probe requests
+# looked up at each quiet point for the router-fidelity assertions
+# (test_router_fidelity.py; the probes change no event, which it checks).
+LONG_WORKLOAD = (1, 600, 4)
 
 
 def tier_fixes_of(tier: str) -> frozenset[str]:
@@ -59,6 +65,8 @@ def pytest_collection_modifyitems(config, items):
 class Conformance:
     """Runs workloads on both trees (in parallel) and keeps what they found."""
 
+    long_workload = LONG_WORKLOAD
+
     def __init__(self, pristine: Path, patched: Path, tier: str, scratch: Path):
         self.tier = tier
         self.trees = {"pristine": pristine, "patched": patched}
@@ -67,30 +75,58 @@ class Conformance:
             for name, tree in self.trees.items()
         }
         self.scratch = scratch
-        self.runs: dict[tuple[str, int, int], dict[str, Run]] = {}
+        # (config, seed, ops, probes per quiet point) -> tree -> run.
+        self.runs: dict[tuple[str, int, int, int], dict[str, Run]] = {}
+        self.counted: set[tuple[str, int, int, int]] = set()
+        self.probe_replays: dict[tuple, dict[str, ProbeReplay]] = {}
 
-    def pair(self, config: str, seed: int, ops: int) -> dict[str, Run]:
-        """Pristine and patched runs of one seeded workload (cached)."""
-        key = (config, seed, ops)
+    def pair(
+        self, config: str, seed: int, ops: int, probes: int = 0, counted: bool = True
+    ) -> dict[str, Run]:
+        """Pristine and patched runs of one seeded workload (cached); with
+        ``probes``, that many probe requests at each quiet point
+        (`probe_pair`). A run asked for only with ``counted=False`` stays out
+        of the totals."""
+        key = (config, seed, ops, probes)
+        if counted:
+            self.counted.add(key)
         if key not in self.runs:
             outs = {
-                name: self.scratch / f"{name}-{config}-{seed}-{ops}.bin"
+                name: self.scratch / f"{name}-{config}-{seed}-{ops}-{probes}.bin"
                 for name in self.workers
             }
             for name, worker in self.workers.items():
-                request = {"config": config, "seed": seed, "ops": ops}
+                request = {"config": config, "seed": seed, "ops": ops, "probes": probes}
                 worker.submit({**request, "out": str(outs[name])})
             for worker in self.workers.values():
                 worker.wait()
-            runs = {name: replay(read_records(out)) for name, out in outs.items()}
+            records = {name: read_records(out) for name, out in outs.items()}
+            runs = {name: replay(records[name]) for name in records}
             separate_ancestry_overlap(runs["pristine"], runs["patched"])
             self.runs[key] = runs
+            if probes:
+                self.probe_replays[key] = {
+                    name: replay_probes(records[name]) for name in records
+                }
         return self.runs[key]
+
+    def long_pair(self, config: str) -> dict[str, Run]:
+        return self.pair(config, *LONG_WORKLOAD)
+
+    def long_probes(self, config: str) -> dict[str, ProbeReplay]:
+        return self.probe_pair(config, *LONG_WORKLOAD)
+
+    def probe_pair(
+        self, config: str, seed: int, ops: int, probes: int
+    ) -> dict[str, ProbeReplay]:
+        """The router-fidelity replays of a workload run with probes."""
+        self.pair(config, seed, ops, probes)
+        return self.probe_replays[config, seed, ops, probes]
 
     def totals(self) -> dict[str, dict[str, dict[str, int]]]:
         classes = {name: Counter() for name in self.trees}
         rules = {name: Counter() for name in self.trees}
-        for pair in self.runs.values():
+        for pair in self.counted_runs().values():
             for name, run in pair.items():
                 classes[name].update(run.classes)
                 rules[name].update(run.rules)
@@ -100,7 +136,8 @@ class Conformance:
                 for cls in CLASSES
             },
             "ancestry_overlap": sum(
-                pair["patched"].ancestry_overlap for pair in self.runs.values()
+                pair["patched"].ancestry_overlap
+                for pair in self.counted_runs().values()
             ),
             "rules": {
                 rule: {name: rules[name][rule] for name in self.trees} for rule in RULES
@@ -111,14 +148,38 @@ class Conformance:
         counts: dict[str, dict[str, Counter]] = defaultdict(
             lambda: {name: Counter() for name in self.trees}
         )
-        for (config, _, _), pair in self.runs.items():
+        for (config, *_), pair in self.counted_runs().items():
             for name, run in pair.items():
                 counts[config][name].update(run.classes)
         return counts
 
+    def counted_runs(self) -> dict[tuple, dict[str, Run]]:
+        """The runs the totals count: every workload the suite declares,
+        not the reruns that only compare a stream with and without probes."""
+        return {key: self.runs[key] for key in sorted(self.counted)}
+
+    def fidelity(self) -> dict[str, dict[str, dict[str, Tally]]]:
+        """config -> tree -> "combined" or "group G (kind)" -> tally, over
+        the workloads run with probes."""
+        found: dict[str, dict[str, dict[str, Tally]]] = {}
+        for (config, *_), pair in sorted(self.probe_replays.items()):
+            for name, probe_replay in pair.items():
+                rows = found.setdefault(config, {}).setdefault(name, {})
+                for row, tally in fidelity_rows(probe_replay).items():
+                    rows.setdefault(row, Tally()).merge(tally)
+        return found
+
     def close(self) -> None:
         for worker in self.workers.values():
             worker.close()
+
+
+def fidelity_rows(probe_replay: ProbeReplay) -> dict[str, Tally]:
+    rows = {"combined": probe_replay.tally()}
+    if len(probe_replay.layout.groups) > 1:
+        for group, layout in enumerate(probe_replay.layout.groups):
+            rows[f"group {group} ({layout.kind})"] = probe_replay.tally(group)
+    return rows
 
 
 _session: Conformance | None = None
@@ -145,6 +206,27 @@ def tier_fixes(conformance) -> frozenset[str]:
     return tier_fixes_of(conformance.tier)
 
 
+def write_fidelity(write, fidelity) -> None:
+    """The router-fidelity table (docs/consumers.md, "Router fidelity")."""
+    if not fidelity:
+        return
+    write(
+        "router fidelity (a router indexing the stream against the engine's "
+        "own lookup; over/under: count (mean tokens)):"
+    )
+    write(
+        f"  {'config':<15}{'tree':<10}{'':<27}"
+        + "".join(f"{h:>14}" for h in CELL_HEADERS)
+    )
+    for config, trees in fidelity.items():
+        for name, rows in trees.items():
+            for row, tally in rows.items():
+                write(
+                    f"  {config:<15}{name:<10}{row:<27}"
+                    + "".join(f"{cell:>14}" for cell in tally.cells())
+                )
+
+
 def pytest_terminal_summary(terminalreporter):
     if _session is None or not _session.runs:
         return
@@ -153,7 +235,7 @@ def pytest_terminal_summary(terminalreporter):
     write = terminalreporter.write_line
     terminalreporter.section(
         f"KV-event stream classes, pristine vs patched "
-        f"({len(_session.runs)} workloads, tier {_session.tier})"
+        f"({len(_session.counted)} workloads, tier {_session.tier})"
     )
     write(f"{'class':<30}{'pristine':>10}{'patched':>10}  expected")
     for cls, counts in totals["classes"].items():
@@ -178,6 +260,7 @@ def pytest_terminal_summary(terminalreporter):
             for cls in CLASSES
         )
         write(f"  {config:<{width}}{cells}")
+    write_fidelity(write, _session.fidelity())
     # An expectation that matched nothing proves nothing: say so.
     for cls in sorted(fixes):
         if not totals["classes"][cls]["pristine"]:
@@ -192,8 +275,15 @@ def pytest_terminal_summary(terminalreporter):
                 {
                     "target": os.environ.get("HARNESS_TARGET"),
                     "tier": _session.tier,
-                    "workloads": len(_session.runs),
+                    "workloads": len(_session.counted),
                     **totals,
+                    "fidelity": {
+                        config: {
+                            name: {row: vars(tally) for row, tally in rows.items()}
+                            for name, rows in trees.items()
+                        }
+                        for config, trees in _session.fidelity().items()
+                    },
                 },
                 indent=2,
             )

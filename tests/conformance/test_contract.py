@@ -23,25 +23,27 @@ from harness.runs.drivers import CONFIGS
 from harness.runs.scenarios import SCENARIOS
 from harness.runs.workloads import BOOKKEEPING_ATTRIBUTES
 
-LONG_OPS = 600
 # C1 and C3 findings belong to classes (checked per class below); these
 # rules hold outright.
 RULES_THAT_MUST_HOLD = ("C2", "C4", "C5", "C6")
 
 
-def replay_command(config: str, seed: int, ops: int) -> str:
+def replay_command(config: str, seed: int, ops: int, probes: int = 0) -> str:
     return (
         "PYTHONPATH=<tree>:. VLLM_TARGET_DEVICE=cpu PYTHONHASHSEED=0 "
         "python -m harness workloads "
         f"--config {config} --seed {seed} --ops {ops} --out run.bin --stream stream.bin"
+        + (f" --probes {probes}" if probes else "")
     )
 
 
-def assert_conforms(conformance, tier_fixes, config: str, seed: int, ops: int):
+def assert_conforms(
+    conformance, tier_fixes, config: str, seed: int, ops: int, probes: int = 0
+):
     """Everything the contract asks of one workload pair."""
-    runs = conformance.pair(config, seed, ops)
+    runs = conformance.pair(config, seed, ops, probes)
     pristine, patched = runs["pristine"], runs["patched"]
-    replay = f"replay: {replay_command(config, seed, ops)}"
+    replay = f"replay: {replay_command(config, seed, ops, probes)}"
     for name, run in runs.items():
         unclassified = [str(violation) for _, violation in run.unclassified()]
         assert unclassified == [], f"{name}: findings outside K1-K5; {replay}"
@@ -111,7 +113,7 @@ def test_checker_structs_decode_every_field_vllm_sends(conformance, tree):
     Compared as decoded maps rather than re-encoded bytes: msgspec sizes a
     map's header from the declared field count, which differs between vLLM
     releases (0.32 declares more fields than 0.33)."""
-    run = conformance.pair("pool-16x64", seed=1, ops=LONG_OPS)[tree]
+    run = conformance.long_pair("pool-16x64")[tree]
     encoded = [event.data for op in run.ops for event in op.events]
     assert encoded
     assert [msgspec.to_builtins(decode_event(data)) for data in encoded] == [
@@ -155,19 +157,19 @@ def test_seed_example_patched_reports_three_chained_stores(conformance):
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_long_workload_conforms(conformance, tier_fixes, config):
-    assert_conforms(conformance, tier_fixes, config, seed=1, ops=LONG_OPS)
+    assert_conforms(conformance, tier_fixes, config, *conformance.long_workload)
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_pristine_shows_k1_and_patched_fixes_it(conformance, config):
-    runs = conformance.pair(config, seed=1, ops=LONG_OPS)
+    runs = conformance.long_pair(config)
     assert runs["pristine"].classes["K1"] > 0
     assert runs["patched"].classes["K1"] == 0
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_ancestry_bookkeeping_is_bounded_and_emptied(conformance, config):
-    runs = conformance.pair(config, seed=1, ops=LONG_OPS)
+    runs = conformance.long_pair(config)
     samples = runs["patched"].bookkeeping
     assert None not in samples, f"patched pool has none of {BOOKKEEPING_ATTRIBUTES}"
     start = runs["patched"].start

@@ -15,6 +15,7 @@ from harness.consumers.replay import (
     STORE,
     STREAM,
     TREE,
+    added_events,
     replay_into_dynamo,
 )
 from harness.contract.records import OpRecord, RunEnd
@@ -134,6 +135,25 @@ def test_a_copy_the_tree_did_not_count_is_the_trees_fault():
     ]
     count = replay_into_dynamo(records)
     assert count.rejected == {(STORE, "partial:first@full_attention", TREE): 1}
+
+
+def test_rejections_of_added_events_are_counted_apart():
+    pristine = [OpRecord(0, "admit", [labelled("partial:first@mamba", stored([2], 1))])]
+    patched = [
+        OpRecord(
+            0,
+            "admit",
+            [
+                labelled("partial:first@mamba", stored([1], 0)),
+                labelled("partial:first@mamba", stored([2], 1)),
+            ],
+        )
+    ]
+    added = added_events(pristine, patched)
+    assert added == {(0, 0)}
+    count = replay_into_dynamo(patched, added)
+    assert count.rejected_added == {(STORE, "partial:first@mamba", STREAM): 1}
+    assert count.rejected == {(STORE, "partial:first@mamba", TREE): 1}
 
 
 def test_a_store_the_adapter_cannot_send_is_the_streams_fault():

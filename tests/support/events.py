@@ -14,9 +14,10 @@ GPU = "GPU"
 _encoder = msgspec.msgpack.Encoder()
 
 
-def stored(hashes, parent, block_size=2, group=0, medium=GPU, tokens=None):
+def stored(hashes, parent, block_size=2, group=0, medium=GPU, tokens=None, kind=None):
     """A store of ``hashes`` under ``parent``; by default its tokens span
-    the hashes exactly (0, 1, 2, ... for ``block_size`` per hash)."""
+    the hashes exactly (0, 1, 2, ... for ``block_size`` per hash). ``kind``
+    is the group's kv_cache_spec_kind."""
     return BlockStored(
         block_hashes=list(hashes),
         parent_block_hash=parent,
@@ -26,6 +27,7 @@ def stored(hashes, parent, block_size=2, group=0, medium=GPU, tokens=None):
         medium=medium,
         lora_name=None,
         group_idx=group,
+        kv_cache_spec_kind=kind,
     )
 
 

@@ -17,7 +17,7 @@ def test_every_rule_and_class_has_an_id_a_name_and_a_summary():
 
 def test_title_names_a_known_id_and_leaves_others_alone():
     assert title("C1") == "C1 parent closure"
-    assert title("K4") == "K4 skipped or masked blocks"
+    assert title("K4") == "K4 nothing live to hang from"
     assert title("C9") == "C9"
 
 

@@ -2,7 +2,8 @@
 
 from support.events import cleared, payload, removed, stored
 
-from harness.runs.engine import HASH_BLOCK_SIZE
+from harness.contract.records import ServedRequest
+from harness.runs.engine import BLOCK_SIZE, HASH_BLOCK_SIZE
 from harness.runs.judge import judge
 from harness.runs.session import Session
 
@@ -10,8 +11,8 @@ HBS = HASH_BLOCK_SIZE
 EVICTION = [300] * HBS  # tokens of the eviction traffic, not of the shared prefix
 
 
-def session(*payloads: bytes) -> Session:
-    return Session("patched", list(payloads), 1.0, 0, [], [], "")
+def session(*payloads: bytes, requests=()) -> Session:
+    return Session("patched", list(payloads), 1.0, 0, [], [], "", list(requests))
 
 
 def test_a_clean_session_has_nothing_to_report():
@@ -60,3 +61,54 @@ def test_shared_prefix_hashes_left_live_at_the_reset_and_at_the_end_are_counted(
     assert report.shared_live_at_reset == 1
     assert report.shared_live_at_end == 1
     assert report.duplicate_stores == 0
+
+
+# The e2e model's groups: Mamba (0) and attention (1), blocks of BLOCK_SIZE.
+MAMBA, ATTENTION = {"group": 0, "kind": "mamba"}, {"group": 1, "kind": "full_attention"}
+# A request of 200 tokens: its hashes at 32, 64, ..., 192 are 1..6.
+REQUEST = list(range(200))
+HASHES = [1, 2, 3, 4, 5, 6]
+
+
+def served(sent, cached):
+    return ServedRequest("shared", REQUEST, HASHES, sent, cached)
+
+
+def test_each_request_is_predicted_from_the_batches_published_before_it():
+    block = {"block_size": BLOCK_SIZE}
+    report = judge(
+        session(
+            payload(
+                stored([4], None, **block, **ATTENTION),
+                stored([4], None, **block, **MAMBA),
+            ),
+            # The partial entry at 160, in both groups, after the first request.
+            payload(
+                stored([5], 4, block_size=HBS, **ATTENTION),
+                stored([5], 4, block_size=HBS, **MAMBA),
+                ts=3.0,
+            ),
+            requests=[served(sent=2.0, cached=128), served(sent=4.0, cached=192)],
+        )
+    )
+    # First: the full block only; second: the entry at 160, and the engine
+    # served more (its own hit at 192, which the stream never showed).
+    assert report.predictions == [("shared", 128, 128), ("shared", 160, 192)]
+    tally = report.fidelity
+    assert (tally.probes, tally.exact, tally.under, tally.under_tokens) == (2, 1, 1, 32)
+    assert "router fidelity" in report.render()
+
+
+def test_a_hybrid_hit_needs_every_group():
+    report = judge(
+        session(
+            payload(
+                stored([4], None, block_size=BLOCK_SIZE, **ATTENTION),
+                stored([5], 4, block_size=HBS, **ATTENTION),
+                stored([4], None, block_size=BLOCK_SIZE, **MAMBA),
+            ),
+            requests=[served(sent=2.0, cached=128)],
+        )
+    )
+    # Attention serves 160, the Mamba state is cached at 128 only.
+    assert report.predictions == [("shared", 128, 128)]

@@ -8,8 +8,15 @@ from support import REPO_ROOT
 from support.trees import target_table, write_pins
 
 from harness import cli
+from harness.contract import CLASSES
 from harness.targets import load_targets
-from harness.verbs.ci import matrix, summary, tox_environments
+from harness.verbs.ci import (
+    RELEASE_COLUMNS,
+    matrix,
+    releases_table,
+    summary,
+    tox_environments,
+)
 from harness.verdict import COLUMNS, Conformance, Verdict
 
 WORKFLOW = REPO_ROOT / ".github" / "workflows" / "ci.yml"
@@ -247,3 +254,46 @@ def test_a_verdict_with_fields_of_the_wrong_kind_is_unreadable(tmp_path, capsys)
         f"error: {report}: not a verdict of `python -m harness test`: a field of "
         f"the wrong kind ("
     )
+
+
+PROVENANCE = {
+    "date": "2026-11-30 14:00 UTC",
+    "revision": "abc123def456",
+    "machine": "x86_64, 2 cores, Python 3.11.9, torch 2.13.0",
+}
+
+
+def test_releases_rows_carry_class_counts_and_where_they_were_taken(tmp_path, capsys):
+    report = {
+        "classes": {
+            cls: {"pristine": 10 + n, "patched": 0 if cls == "K1" else 10 + n}
+            for n, cls in enumerate(CLASSES)
+        },
+        "ancestry_overlap": 4,
+    }
+    verdicts = [
+        a_verdict(tier=tier, conformance=Conformance("passed", 12, 0, report))
+        for tier in ("strict", "default")
+    ]
+    paths = []
+    for verdict in verdicts:
+        paths.append(tmp_path / f"{verdict.tier}.json")
+        paths[-1].write_text(json.dumps(verdict.as_json() | {"provenance": PROVENANCE}))
+    assert cli.main(["ci", "releases", *map(str, paths)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "| " + " | ".join(RELEASE_COLUMNS) + " |"
+    rows = [
+        dict(zip(RELEASE_COLUMNS, line.strip("| ").split(" | "), strict=True))
+        for line in lines[2:]
+    ]
+    assert [row["tier"] for row in rows] == ["default", "strict"]
+    assert rows[0]["K1"] == "10 -> 0" and rows[0]["K5"] == "14 -> 14"
+    assert rows[0]["ancestry overlap"] == "4"
+    assert {key: rows[0][key] for key in PROVENANCE} == PROVENANCE
+
+
+def test_releases_says_when_a_verdict_recorded_no_provenance():
+    [row] = releases_table([a_verdict()]).splitlines()[2:]
+    cells = dict(zip(RELEASE_COLUMNS, row.strip("| ").split(" | "), strict=True))
+    assert cells["revision"] == "not recorded"
+    assert cells["K1"] == "-"

@@ -1,0 +1,103 @@
+"""`fidelity`: how well a router that indexes the stream predicts the
+engine's hits, pristine against patched."""
+
+from pathlib import Path
+
+from harness.consumers import DEFAULT_OPS, DEFAULT_PROBES, DEFAULT_SEEDS
+from harness.runs.drivers import CONFIGS
+from harness.targets import TIERS
+from harness.verbs import add_target_arguments
+
+
+def register(parser) -> None:
+    parser.description = (
+        "Run the seeded workloads with probe requests in the pristine and the "
+        "patched trees of a target, replay each stream into a reference router "
+        "(vLLM's own lookup rules over what the events make live) and compare "
+        "its predicted hits with the hits the engine's lookup gives: exact, "
+        "over- and under-predicted, per config, tree and KV cache group. "
+        "--dynamo adds NVIDIA Dynamo's RadixTree (needs the consumers extra, "
+        "ai-dynamo-runtime). docs/consumers.md, 'Router fidelity'."
+    )
+    add_target_arguments(parser, tier=False, target_default="main")
+    parser.add_argument(
+        "--tier",
+        dest="tiers",
+        action="append",
+        choices=TIERS,
+        help="repeat for several (default: default and strict)",
+    )
+    parser.add_argument(
+        "--tree",
+        dest="trees",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="another vLLM tree to measure beside the tiers' (a design being "
+        "compared, say); repeat for several",
+    )
+    parser.add_argument(
+        "--config",
+        dest="configs",
+        action="append",
+        choices=list(CONFIGS),
+        help="repeat for several (default: every workload config)",
+    )
+    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
+    parser.add_argument("--ops", type=int, default=DEFAULT_OPS)
+    parser.add_argument(
+        "--probes",
+        type=int,
+        default=DEFAULT_PROBES,
+        help=f"probe requests per quiet point (default {DEFAULT_PROBES})",
+    )
+    parser.add_argument(
+        "--dynamo", action="store_true", help="also Dynamo's RadixTree's predictions"
+    )
+    parser.set_defaults(run=run, usage_error=parser.error)
+
+
+def given_trees(args) -> dict[str, Path]:
+    """The --tree options, checked before anything is fetched."""
+    trees: dict[str, Path] = {}
+    for given in args.trees:
+        name, _, path = given.partition("=")
+        if not name or not path or name in trees or name in ("pristine", *TIERS):
+            args.usage_error(f"--tree {given}: give NAME=PATH with a new NAME")
+        if not Path(path, "vllm").is_dir():
+            args.usage_error(f"--tree {given}: {path} holds no vllm package")
+        trees[name] = Path(path)
+    return trees
+
+
+def named_trees(args, given: dict[str, Path]) -> dict[str, Path]:
+    from harness.series.apply import cached_patched_tree
+    from harness.targets import get_target
+    from harness.trees.sources import pristine_tree
+
+    target = get_target(args.target)
+    trees = {"pristine": pristine_tree(target)}
+    for tier in args.tiers or list(TIERS):
+        trees[tier] = cached_patched_tree(target, tier)
+    return trees | given
+
+
+def run(args) -> int:
+    from harness.consumers.dynamo import dynamo_core
+    from harness.consumers.fidelity import measure, render
+
+    if args.seeds < 1 or args.ops < 1 or args.probes < 1:
+        args.usage_error("--seeds, --ops and --probes take a positive number")
+    given = given_trees(args)
+    if args.dynamo:
+        dynamo_core()
+    table = measure(
+        named_trees(args, given),
+        args.configs or list(CONFIGS),
+        args.seeds,
+        args.ops,
+        args.probes,
+        args.dynamo,
+    )
+    print(render(table))
+    return 0
