@@ -287,7 +287,9 @@ def _limitations(sub: Submission) -> str:
     if not left:
         return ""
     why = {
-        "K4": "needs a schema change (#44488)",
+        "K4": "nothing live to attach them to (blocks never announced, which "
+        "#44488 addresses, or a start evicted while in use), left as pristine "
+        "emits them",
         "K5": "vLLM holding one hash in several blocks, which consumers must count",
     }
     for cls in left.keys() - why.keys():
