@@ -92,6 +92,23 @@ def end_group(process: subprocess.Popen) -> None:
             stream.close()
 
 
+@contextmanager
+def _child(command: list[str], **options) -> Iterator[subprocess.Popen]:
+    """Start ``command`` in a process group of its own and kill the group on
+    any exception while the block runs. Stop signals are held while it
+    starts: one that arrived then is raised once the child is known, so a
+    child that started is never left behind."""
+    process = None
+    try:
+        with stop_signals_held():
+            process = subprocess.Popen(command, process_group=0, **options)
+        yield process
+    except BaseException:
+        if process is not None:
+            end_group(process)
+        raise
+
+
 def run(
     command: list[str],
     *,
@@ -101,7 +118,7 @@ def run(
 ) -> subprocess.CompletedProcess:
     """Run ``command`` to its end in a process group of its own, its output
     captured as text; on any exception the group is killed first."""
-    process = subprocess.Popen(
+    with _child(
         command,
         cwd=cwd,
         env=env,
@@ -109,13 +126,8 @@ def run(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        process_group=0,
-    )
-    try:
+    ) as process:
         stdout, stderr = process.communicate(input)
-    except BaseException:
-        end_group(process)
-        raise
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
@@ -123,11 +135,5 @@ def call(command: list[str], *, cwd=None, env: dict[str, str] | None = None) -> 
     """Run ``command`` to its end in a process group of its own, its output
     going where the harness's goes (pytest's and pip's progress); on any
     exception the group is killed first. Its exit status."""
-    process = subprocess.Popen(
-        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, process_group=0
-    )
-    try:
+    with _child(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL) as process:
         return process.wait()
-    except BaseException:
-        end_group(process)
-        raise

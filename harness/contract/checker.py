@@ -130,6 +130,10 @@ class StreamChecker:
     violations: list[Violation] = field(default_factory=list)
     witnesses_per_rule: int | None = None
     counts: Counter = field(default_factory=Counter)
+    # Violations found at an event, per (view, rule); and every view seen,
+    # with the KV cache spec kind its stores name (None until one does).
+    view_counts: Counter = field(default_factory=Counter)
+    view_kinds: dict[ViewKey, str | None] = field(default_factory=dict)
     # Stores of a hash that was already live (class K5: the view counts them).
     duplicate_stores: int = 0
     batches: int = 0
@@ -157,6 +161,8 @@ class StreamChecker:
             if live is None or event.group_idx != group or event.medium != medium:
                 medium, group = event.medium, event.group_idx
                 live, stored = self._view((medium, group))
+                if kind is BlockStored and self.view_kinds[medium, group] is None:
+                    self.view_kinds[medium, group] = event.kv_cache_spec_kind
             if kind is BlockStored:
                 parent = event.parent_block_hash
                 if parent is not None and parent not in live:
@@ -212,6 +218,7 @@ class StreamChecker:
         live = self.views.get(key)
         if live is None:
             live = self.views[key] = {}
+            self.view_kinds.setdefault(key, None)
         if not self.track_ancestry:
             return live, None
         return live, self.stored.setdefault(key, {})
@@ -229,6 +236,7 @@ class StreamChecker:
         if hashes is None:
             hashes = (event.parent_block_hash, *event.block_hashes[:1])
         violation = Violation(rule, batch, index, hashes, detail, cause)
+        self.view_counts[(event.medium, event.group_idx), rule] += 1
         self._found.append(violation)
         self._keep(violation)
 

@@ -13,9 +13,12 @@ import math
 from harness.targets import TIERS
 
 
-def add_target_arguments(parser, tier: bool = True, target_default=None) -> None:
-    """``--target`` (and ``--tier``), as every verb that works on a target
-    takes them."""
+def add_target_arguments(
+    parser, tier: bool = True, target_default=None, several_tiers: bool = False
+) -> None:
+    """``--target`` (and ``--tier``, or with ``several_tiers`` a repeatable
+    ``--tier`` into ``tiers``), as every verb that works on a target takes
+    them."""
     if target_default is None:
         parser.add_argument("--target", required=True, help="a target of targets.toml")
     else:
@@ -24,7 +27,15 @@ def add_target_arguments(parser, tier: bool = True, target_default=None) -> None
             default=target_default,
             help=f"a target of targets.toml (default {target_default})",
         )
-    if tier:
+    if several_tiers:
+        parser.add_argument(
+            "--tier",
+            dest="tiers",
+            action="append",
+            choices=TIERS,
+            help="repeat for several (default: default and strict)",
+        )
+    elif tier:
         parser.add_argument("--tier", choices=TIERS, default="default")
 
 

@@ -184,4 +184,14 @@ def format_report(checked: Checked) -> list[str]:
         lines.extend(f"    {violation}" for violation in witnesses.get(rule, []))
         if found > len(witnesses.get(rule, [])):
             lines.append(f"    ... {found - len(witnesses.get(rule, []))} more")
+    if len(checker.view_kinds) > 1 and checker.view_counts:
+        lines.append("  by view (medium, group, kind): violations at events")
+        for key, kind in sorted(checker.view_kinds.items(), key=repr):
+            found = ", ".join(
+                f"{rule} {count}"
+                for (view, rule), count in sorted(checker.view_counts.items())
+                if view == key
+            )
+            medium, group = key
+            lines.append(f"    {medium} group {group} ({kind}): {found or 'none'}")
     return lines

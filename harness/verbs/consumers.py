@@ -12,14 +12,7 @@ def register(parser) -> None:
         "rejected stores and removals per cause. Needs the harness's consumers "
         "extra (ai-dynamo-runtime)."
     )
-    add_target_arguments(parser, tier=False, target_default="main")
-    parser.add_argument(
-        "--tier",
-        dest="tiers",
-        action="append",
-        choices=TIERS,
-        help="repeat for several (default: default and strict)",
-    )
+    add_target_arguments(parser, target_default="main", several_tiers=True)
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
     parser.add_argument("--ops", type=int, default=DEFAULT_OPS)
     parser.set_defaults(run=run)

@@ -19,14 +19,7 @@ def register(parser) -> None:
         "--dynamo adds NVIDIA Dynamo's RadixTree (needs the consumers extra, "
         "ai-dynamo-runtime). docs/consumers.md, 'Router fidelity'."
     )
-    add_target_arguments(parser, tier=False, target_default="main")
-    parser.add_argument(
-        "--tier",
-        dest="tiers",
-        action="append",
-        choices=TIERS,
-        help="repeat for several (default: default and strict)",
-    )
+    add_target_arguments(parser, target_default="main", several_tiers=True)
     parser.add_argument(
         "--tree",
         dest="trees",

@@ -12,8 +12,17 @@ from support.stopping import WAITING_TOOL, end_group, is_running, wait_for
 # A harness stand-in: stop signals handled as the CLI handles them, then a
 # child run to its end with processes.call.
 CALLER = """
+import subprocess
 import sys
+import time
 from harness import processes
+if {slow_start}:
+    # A loaded machine: the child runs before its start has returned.
+    class SlowPopen(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            time.sleep(2)
+    subprocess.Popen = SlowPopen
 from harness.errors import Stopped
 processes.handle_stop_signals()
 try:
@@ -23,14 +32,15 @@ except (Stopped, KeyboardInterrupt):
 """
 
 
+@pytest.mark.parametrize("slow_start", [False, True], ids=["started", "starting"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-def test_a_called_child_is_ended_with_the_harness(tmp_path, signum):
+def test_a_called_child_is_ended_with_the_harness(tmp_path, signum, slow_start):
     tool = tmp_path / "waiting-tool"
     tool.write_text(WAITING_TOOL)
     tool.chmod(0o755)
     ready, pid_file = tmp_path / "ready", tmp_path / "pid"
     caller = subprocess.Popen(
-        [sys.executable, "-c", CALLER.format(tool=str(tool))],
+        [sys.executable, "-c", CALLER.format(tool=str(tool), slow_start=slow_start)],
         cwd=REPO_ROOT,
         env={
             **os.environ,

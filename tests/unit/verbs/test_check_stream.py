@@ -46,6 +46,23 @@ def test_violations_exit_1_with_a_report_per_rule(tmp_path):
     assert "C1 at batch 0 event 0: parent is not live" in result.stdout
 
 
+def test_violations_are_counted_per_view_when_there_are_several(tmp_path):
+    data = payload(
+        stored([1], None, group=0, kind="full_attention"),
+        stored([2], None, group=1, kind="mamba"),
+        stored([4], 3, group=1, kind="mamba"),
+        stored([5], 3, group=1, tokens=[1], kind="mamba"),
+    )
+    result = harness("check-stream", write(tmp_path, data))
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    at = lines.index("  by view (medium, group, kind): violations at events")
+    assert lines[at + 1 :] == [
+        "    GPU group 0 (full_attention): none",
+        "    GPU group 1 (mamba): C1 2, C3 1",
+    ]
+
+
 def test_truncated_file_is_one_error_line_naming_the_offset(tmp_path):
     first = payload(stored([1], None))
     path = write(tmp_path, first + payload(stored([2], 1))[:-4])
