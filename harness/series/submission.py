@@ -21,7 +21,7 @@ from datetime import date
 from functools import cached_property
 from pathlib import Path
 
-from harness import cache
+from harness import cache, processes
 from harness.errors import ExportError, UnreadableInput
 from harness.series.evidence import PatchEvidence, PatchTests
 from harness.series.model import Series
@@ -266,4 +266,29 @@ def find_verdict(
         warnings.append(
             f"the verdict {verdict_path} is older than the series; rerun {rerun}"
         )
+    revision = verdict.get("provenance", {}).get("revision", "")
+    if other := _another_series(revision, series):
+        warnings.append(
+            f"the verdict {verdict_path} was taken at revision {revision}, {other}: "
+            f"it may be a verdict of another series; rerun {rerun}"
+        )
     return verdict, verdict_path, warnings
+
+
+def _another_series(revision: str, series: Series) -> str | None:
+    """Why the checkout at ``revision`` (a verdict's provenance) may not hold
+    this series, or None. A revision that names no commit (older verdicts, a
+    checkout without git) gives nothing to compare."""
+    commit = revision.removesuffix("-dirty")
+    if not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        return None
+    patches = series.series_file.parent
+    known = processes.run(
+        ["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=patches
+    )
+    if known.returncode:
+        return "which this checkout does not have"
+    same = processes.run(["git", "diff", "--quiet", commit, "--", "."], cwd=patches)
+    if same.returncode:
+        return f"whose {patches.name}/ differs from this checkout's"
+    return None

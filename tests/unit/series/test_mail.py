@@ -1,3 +1,4 @@
+import json
 import os
 import shutil
 import subprocess
@@ -320,3 +321,41 @@ def test_existing_out_directory_is_refused(tmp_path, monkeypatch, cache, capsys)
     assert export(tmp_path / "mails") == OutputError.exit_code
     assert "already exists" in capsys.readouterr().err
     assert list((tmp_path / "mails").iterdir()) == []
+
+
+def test_verdict_taken_at_a_revision_with_another_series_is_warned(
+    tmp_path, monkeypatch, cache, capsys
+):
+    make_target(tmp_path, monkeypatch)
+    git(tmp_path, "init", "--quiet")
+    git(tmp_path, "add", "--all", ".")
+    git(tmp_path, "commit", "--quiet", "-m", "the series")
+    taken_at = git(tmp_path, "rev-parse", "--short=12", "HEAD").strip()
+    verdict = write_verdict(tmp_path / "v.json")
+    data = json.loads(verdict.read_text())
+
+    def warnings_with(revision):
+        data["provenance"] = {"revision": revision}
+        verdict.write_text(json.dumps(data))
+        out = tmp_path / f"mails-{len(list(tmp_path.glob('mails-*')))}"
+        assert export(out, "--verdict", str(verdict)) == 0
+        return [
+            line
+            for line in capsys.readouterr().err.splitlines()
+            if "was taken at revision" in line
+        ]
+
+    assert warnings_with(taken_at) == []
+    assert warnings_with("unknown (not a git checkout)") == []
+    assert warnings_with("0123456789ab") == [
+        f"warning: the verdict {verdict} was taken at revision 0123456789ab, which "
+        "this checkout does not have: it may be a verdict of another series; "
+        "rerun `python -m harness test --target t --tier default`"
+    ]
+    patch = tmp_path / "patches" / "0002-add-module.patch"
+    patch.write_text(patch.read_text().replace("A new module.", "A module."))
+    assert warnings_with(f"{taken_at}-dirty") == [
+        f"warning: the verdict {verdict} was taken at revision {taken_at}-dirty, "
+        "whose patches/ differs from this checkout's: it may be a verdict of "
+        "another series; rerun `python -m harness test --target t --tier default`"
+    ]
