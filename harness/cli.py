@@ -87,7 +87,7 @@ What to run:
   python -m harness apply --target main --onto ~/src/vllm
                                             the series onto your own checkout
   python -m harness check-stream FILE       check a captured event stream
-  python -m harness export --target main --out DIR --as "Name <email>"
+  python -m harness export --target main --out DIR --i-reviewed-every-line
                                             mails and a PR body for upstream
 """
 
