@@ -46,8 +46,8 @@ VERBS = {
     "capture": ("harness.verbs.capture", "record a live KV-event stream to a file"),
     "export": (
         "harness.verbs.export",
-        "the series as mails (git format-patch, cover letter filled in) for "
-        "upstream submission",
+        "the series as mails from the submitter (git format-patch, cover "
+        "letter) and a pull-request description, with fail-before-fix evidence",
     ),
     "lint": (
         "harness.verbs.lint",
@@ -87,8 +87,8 @@ What to run:
   python -m harness apply --target main --onto ~/src/vllm
                                             the series onto your own checkout
   python -m harness check-stream FILE       check a captured event stream
-  python -m harness export --target main --out DIR
-                                            mails for upstream submission
+  python -m harness export --target main --out DIR --i-reviewed-every-line
+                                            mails and a PR body for upstream
 """
 
 

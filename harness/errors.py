@@ -167,6 +167,12 @@ class CacheError(UserError):
     exit_code = 17
 
 
+class SubmitterError(UserError):
+    """No person to sign the exported patches off, or no word they reviewed them."""
+
+    exit_code = 18
+
+
 def require(module: str, extra: str):
     """Import ``module`` of the optional dependencies ``extra`` of
     pyproject.toml, or say how to install them."""

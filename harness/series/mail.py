@@ -1,102 +1,171 @@
-"""The series as mails for upstream submission (the `export` verb).
+"""The series as mails and a pull-request body for upstream submission (the
+`export` verb).
 
 The pristine tree is committed into a scratch git repository ("vLLM X
 pristine", with a fixed identity and date so that its id is the same on every
-machine), each patch of the tier is applied as a commit with
-`git am --keep-non-patch` (plain `git am` would strip the upstream tags such as
-[Bugfix][KV Events] from the subjects), and `git format-patch --cover-letter
---base=<that commit>` writes the mails. The cover letter is filled in: the
-series title, the problem, one line per patch, the evidence from the latest
-verdict (harness.series.letter), the AI-assistance disclosure and a DCO note.
+machine; harness.series.gitrepo), and each patch of the tier is applied as a
+commit with `git am --keep-non-patch` (plain `git am` would strip the
+upstream tags such as [Bugfix][KV Events] from the subjects), then made the
+submitter's: their authorship and sign-off (harness.series.submitter). Each
+patch's tests are run without and with its fix (harness.series.evidence).
+`git format-patch --cover-letter --base=<that commit>` writes the mails; the
+cover letter and pr-body.md carry the same text (harness.series.pr_body),
+written from the same facts (harness.series.submission).
 
-The output directory appears complete or not at all: the mails are written
-next to it and renamed into place.
+Everything is checked before any work: the output directory can be made,
+the series reads, the verdict is one. The output directory appears complete
+or not at all: it is staged next to itself and renamed into place. The
+scratch repository (a copy of the pristine tree) and the staging directory
+are harness.scratch directories: removed on an error or a stop signal, and
+swept by the next export when a SIGKILL left them.
 """
 
-import os
 import re
 import shutil
-import subprocess
 import tempfile
-import textwrap
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from datetime import date
 from pathlib import Path
 
-from harness.errors import ExportError
+from harness import scratch
+from harness.errors import ExportError, OutputError, require
 from harness.log import progress
-from harness.series.letter import (
-    SERIES_TITLE,
-    cover_blurb,
-    fill_cover_letter,
-    gather_evidence,
-)
+from harness.series import pr_body, pr_template
+from harness.series.evidence import fail_before_fix, patch_tests
+from harness.series.gitrepo import BASE_COMMIT_DATE, BRANCH, git, message
 from harness.series.model import Series, load_series
+from harness.series.submission import (
+    AI_TRAILER,
+    STALE_AFTER_DAYS,
+    Submission,
+    find_verdict,
+    related_work_age,
+)
+from harness.series.submitter import Identity, parse_identity, signed_message
 from harness.targets import Target
 from harness.trees.sources import pristine_tree
 
-# A fixed identity and date for the scratch commits, so that the pristine
-# base commit (and with it `base-commit:`) is the same wherever it is made.
-EXPORT_IDENTITY = ("vllm-kv-series export", "export@localhost")
-BASE_COMMIT_DATE = "2000-01-01T00:00:00+0000"
-SIGNED_OFF = re.compile(r"^Signed-off-by: .+ <[^>]+@[^>]+>\s*$", re.MULTILINE)
-AI_TRAILER = re.compile(
-    r"^(Co-authored-by|Assisted-by|Generated-by): .+$", re.MULTILINE | re.IGNORECASE
-)
 # vLLM asks for an RFC issue before changes over this many lines (tests,
 # kernels, data and config excluded).
 RFC_LINE_LIMIT = 500
+PR_BODY = "pr-body.md"
+# The purpose its scratch directories are named after (harness.scratch).
+SCRATCH = "export"
+SIGNED_OFF_LINE = re.compile(r"^Signed-off-by: .+ <[^>]+@[^>]+>\s*$", re.MULTILINE)
 
 
-def git(repo: Path, *args: str, env: dict | None = None) -> str:
-    """Run git in repo with the user's configuration left out; return stdout."""
-    name, email = EXPORT_IDENTITY
-    isolated = {
-        **os.environ,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CEILING_DIRECTORIES": str(repo.resolve().parent),
-        **(env or {}),
-    }
-    command = ["git", "-c", f"user.name={name}", "-c", f"user.email={email}"]
-    result = subprocess.run(
-        [*command, *args], cwd=repo, env=isolated, capture_output=True, text=True
-    )
-    if result.returncode != 0:
-        said = [
-            line
-            for line in (result.stderr or result.stdout).splitlines()
-            if line.strip() and not line.startswith("hint:")
-        ]
-        detail = "\n".join(said) or "no output"
-        raise ExportError(
-            f"git {args[0]} failed in {repo}:\n{textwrap.indent(detail, '    ')}"
+@dataclass
+class Export:
+    """What an export wrote, and what it leaves to the submitter."""
+
+    files: list[Path]
+    submission: Submission
+    warnings: list[str] = field(default_factory=list)
+    left_to_submitter: list[str] = field(default_factory=list)
+
+
+def export_series(
+    target: Target,
+    tier: str,
+    out: Path,
+    submitter: Identity,
+    verdict_path: Path | None = None,
+    run_fail_before_fix: bool = True,
+) -> Export:
+    """Write the mails and pr-body.md to out, which must not exist."""
+    if out.exists() or out.is_symlink():
+        raise OutputError(f"{out} already exists; remove it or choose another")
+    series = load_series(target, tier)
+    if not series.entries:
+        raise ExportError(f"{series.series_file} lists no patches; nothing to export")
+    verdict, verdict_path, warnings = find_verdict(target, tier, series, verdict_path)
+    if run_fail_before_fix:
+        require("pytest", "verdict")
+    with ExitStack() as stack:
+        stage = _stage_next_to(out, stack)
+        repo = _scratch_tree(stack)
+        base = commit_pristine(target, repo)
+        commits = apply_as_commits(repo, series, submitter)
+        submission = replace(
+            _submission(target, tier, submitter, repo, commits, run_fail_before_fix),
+            verdict=verdict,
+            verdict_path=verdict_path,
         )
-    return result.stdout
+        warnings += submission_warnings(repo, base, submission)
+        mails = stage / out.name
+        format_patches(repo, base, mails, submitter)
+        fill_cover_letter(
+            mails / "0000-cover-letter.patch",
+            submission.title,
+            cover_letter(submission),
+        )
+        template, template_source = pr_template.read_template(repo)
+        body, left = pr_body.render(template, submission)
+        try:
+            (mails / PR_BODY).write_text(body)
+            mails.rename(out)
+        except OSError as exc:
+            raise OutputError(f"cannot write {out}: {exc.strerror or exc}") from None
+    progress(f"{PR_BODY} follows {template_source}")
+    return Export(sorted(out.iterdir()), submission, warnings, left)
+
+
+def _stage_next_to(out: Path, stack: ExitStack) -> Path:
+    """A scratch directory next to out (so that out appears by a rename), made
+    first: an unwritable place fails before any work."""
+    if out.parent.exists() and not out.parent.is_dir():
+        raise OutputError(f"cannot write the export in {out.parent}: not a directory")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return stack.enter_context(scratch.directory(out.parent, SCRATCH))
+    except OSError as exc:
+        raise OutputError(
+            f"cannot write the export next to {out}: {exc.strerror or exc}"
+        ) from None
+
+
+def _scratch_tree(stack: ExitStack) -> Path:
+    """Where the scratch repository goes: a new directory of the temporary
+    directory ($TMPDIR)."""
+    try:
+        parent = Path(tempfile.gettempdir())
+        return stack.enter_context(scratch.directory(parent, SCRATCH)) / "vllm"
+    except OSError as exc:
+        raise OutputError(
+            f"cannot make a scratch directory in {tempfile.gettempdir()}: "
+            f"{exc.strerror or exc}; point TMPDIR at a writable directory"
+        ) from None
 
 
 def commit_pristine(target: Target, repo: Path) -> str:
     """Copy the pristine tree into repo and commit it; return the commit id."""
     pristine = pristine_tree(target)
     progress(f"copying the pristine tree of {target.name} ({pristine})")
-    shutil.copytree(
-        pristine, repo, symlinks=True, ignore=shutil.ignore_patterns(".git")
-    )
-    git(repo, "init", "--quiet", "--initial-branch=series")
+    try:
+        shutil.copytree(
+            pristine, repo, symlinks=True, ignore=shutil.ignore_patterns(".git")
+        )
+    except OSError as exc:  # shutil.Error too: a disk that fills up, say
+        raise OutputError(f"cannot copy the pristine tree to {repo}: {exc}") from None
+    git(repo, "init", "--quiet", f"--initial-branch={BRANCH}")
     # --force: the tree's own .gitignore must not keep files out of the base.
     git(repo, "add", "--all", "--force", ".")
     fixed_date = {
         "GIT_AUTHOR_DATE": BASE_COMMIT_DATE,
         "GIT_COMMITTER_DATE": BASE_COMMIT_DATE,
     }
-    message = (
+    text = (
         f"{target.source.release_name()} pristine\n\n"
         f"Unpacked from {target.source.describe()}.\n"
     )
-    git(repo, "commit", "--quiet", "--no-verify", "-m", message, env=fixed_date)
+    git(repo, "commit", "--quiet", "--no-verify", "-m", text, env=fixed_date)
     return git(repo, "rev-parse", "HEAD").strip()
 
 
-def apply_as_commits(repo: Path, series: Series) -> list[str]:
-    """`git am --keep-non-patch` every patch of the series; return the commits."""
+def apply_as_commits(repo: Path, series: Series, submitter: Identity) -> list[str]:
+    """`git am --keep-non-patch` every patch of the series, each made the
+    submitter's (author and last sign-off); return the commits."""
     commits = []
     for number, entry in enumerate(series.entries, 1):
         progress(f"git am [{number}/{len(series.entries)}] {entry.patch}")
@@ -115,88 +184,100 @@ def apply_as_commits(repo: Path, series: Series) -> list[str]:
                 f"patch {entry.patch} from {series.series_file} does not go in "
                 f"with git am --keep-non-patch: {exc}"
             ) from None
-        commit = git(repo, "rev-parse", "HEAD").strip()
-        message = git(repo, "log", "-1", "--format=%B", commit)
-        if not SIGNED_OFF.search(message):
+        original = message(repo, "HEAD")
+        if not SIGNED_OFF_LINE.search(original):
             raise ExportError(
                 f"patch {entry.patch} has no 'Signed-off-by: Name <email>' line; "
                 f"upstream requires a DCO sign-off on every commit"
             )
-        commits.append(commit)
+        author = parse_identity(git(repo, "log", "-1", "--format=%an <%ae>").strip())
+        author_date = git(repo, "log", "-1", "--format=%aI").strip()
+        git(
+            repo,
+            "commit",
+            "--amend",
+            "--quiet",
+            "--no-verify",
+            "--cleanup=verbatim",
+            f"--author={submitter}",
+            "--file=-",
+            env={"GIT_COMMITTER_DATE": author_date},
+            stdin=signed_message(original, author, submitter),
+        )
+        commits.append(git(repo, "rev-parse", "HEAD").strip())
     return commits
 
 
-def patch_subjects(repo: Path, commits: list[str]) -> list[str]:
-    return [git(repo, "log", "-1", "--format=%s", commit).strip() for commit in commits]
+def _submission(
+    target: Target,
+    tier: str,
+    submitter: Identity,
+    repo: Path,
+    commits: list[str],
+    run_fail_before_fix: bool,
+) -> Submission:
+    subjects = [git(repo, "log", "-1", "--format=%s", c).strip() for c in commits]
+    default = load_series(target, "default").entries
+    series = load_series(target, tier).entries
+    optional = {n for n, entry in enumerate(series, 1) if entry not in default}
+    evidence = fail_before_fix(repo, commits, subjects) if run_fail_before_fix else None
+    return Submission(
+        target=target,
+        tier=tier,
+        submitter=submitter,
+        subjects=tuple(subjects),
+        messages=tuple(message(repo, commit) for commit in commits),
+        optional=frozenset(optional),
+        tests=tuple(patch_tests(repo, commit) for commit in commits),
+        evidence=tuple(evidence) if evidence is not None else None,
+    )
 
 
 def changed_lines_outside_tests(repo: Path, base: str) -> int:
     total = 0
-    for line in git(repo, "diff", "--numstat", base, "HEAD").splitlines():
+    for line in git(repo, "diff", "--numstat", base, BRANCH).splitlines():
         added, removed, path = line.split("\t", 2)
         if not path.startswith("tests/") and added != "-":
             total += int(added) + int(removed)
     return total
 
 
-def export_series(
-    target: Target, tier: str, out: Path, verdict_path: Path | None = None
-) -> tuple[list[Path], list[str]]:
-    """Write the mails to out (which must not exist); return them and warnings."""
-    if out.exists():
-        raise ExportError(f"{out} already exists; remove it or choose another")
-    series = load_series(target, tier)
-    if not series.entries:
-        raise ExportError(f"{series.series_file} lists no patches; nothing to export")
-    evidence, warnings = gather_evidence(target, tier, series, verdict_path)
-    default = {entry.patch for entry in load_series(target, "default").entries}
-    optional = {
-        number
-        for number, entry in enumerate(series.entries, 1)
-        if entry.patch not in default
-    }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="harness-export-") as scratch:
-        repo = Path(scratch) / "vllm"
-        base = commit_pristine(target, repo)
-        commits = apply_as_commits(repo, series)
-        warnings += submission_warnings(repo, base, series, commits)
-        blurb = cover_blurb(
-            target, tier, patch_subjects(repo, commits), optional, evidence
-        )
-        with tempfile.TemporaryDirectory(
-            dir=out.parent, prefix=f".{out.name}-"
-        ) as work:
-            mails = Path(work) / "mails"
-            format_patches(repo, base, commits[0], mails)
-            fill_cover_letter(mails / "0000-cover-letter.patch", SERIES_TITLE, blurb)
-            mails.rename(out)
-    return sorted(out.iterdir()), warnings
-
-
-def submission_warnings(
-    repo: Path, base: str, series: Series, commits: list[str]
-) -> list[str]:
-    """What upstream asks for that the series does not do yet."""
-    warnings = []
-    for entry, commit in zip(series.entries, commits, strict=True):
-        if not AI_TRAILER.search(git(repo, "log", "-1", "--format=%B", commit)):
-            warnings.append(
-                f"{entry.patch} has no Co-authored-by:/Assisted-by: trailer; "
-                f"vLLM asks AI-assisted commits to carry one"
-            )
+def submission_warnings(repo: Path, base: str, sub: Submission) -> list[str]:
+    """What upstream asks for that the series or its evidence does not show."""
+    warnings = [
+        f"patch {number}/{sub.count} has no Co-authored-by:/Assisted-by: trailer; "
+        f"vLLM asks AI-assisted commits to carry one"
+        for number, text in enumerate(sub.messages, 1)
+        if not AI_TRAILER.search(text)
+    ]
     lines = changed_lines_outside_tests(repo, base)
     if lines > RFC_LINE_LIMIT:
         warnings.append(
             f"the series changes {lines} lines outside tests/; vLLM asks for an "
             f"RFC issue first above {RFC_LINE_LIMIT}"
         )
+    if sub.verdict_gaps:
+        warnings.append(
+            f"the verdict {sub.verdict_path} has no outcome for "
+            f"{sub.verdict_gaps[0]} (and {len(sub.verdict_gaps) - 1} more tests "
+            f"the series adds): it was made for another revision of the series"
+        )
+    warnings += [
+        f"fail-before-fix: patch {item.number}/{sub.count} {item.finding()}"
+        for item in sub.evidence or ()
+        if not item.ok
+    ]
+    age = related_work_age(date.today())
+    if age > STALE_AFTER_DAYS:
+        warnings.append(
+            f"the related-work record (harness/series/submission.py) was checked "
+            f"{age} days ago; re-run its duplicate-work checks"
+        )
     return warnings
 
 
-def format_patches(repo: Path, base: str, first: str, mails: Path) -> None:
-    # The cover letter is from the series' author, like its patches.
-    name, email = git(repo, "log", "-1", "--format=%an%n%ae", first).splitlines()
+def format_patches(repo: Path, base: str, mails: Path, submitter: Identity) -> None:
+    # The cover letter is from the submitter, like the patches.
     git(
         repo,
         "format-patch",
@@ -206,6 +287,38 @@ def format_patches(repo: Path, base: str, first: str, mails: Path) -> None:
         "--subject-prefix=PATCH",
         "-o",
         str(mails),
-        f"{base}..HEAD",
-        env={"GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email},
+        f"{base}..{BRANCH}",
+        env={
+            "GIT_COMMITTER_NAME": submitter.name,
+            "GIT_COMMITTER_EMAIL": submitter.email,
+        },
     )
+
+
+def cover_letter(submission: Submission) -> str:
+    """The cover letter's text: the pull-request description's sections, and
+    how the mails apply."""
+    parts = [
+        f"## {heading.title()}\n\n{content.strip()}"
+        for heading, content in pr_body.sections(submission, set()).items()
+    ]
+    parts.append(
+        "The patches apply with `git am --keep-non-patch` (plain `git am` drops "
+        "the bracketed tags from the subjects). The base-commit below is "
+        f"{submission.target.source.release_name()} as unpacked from "
+        f"{submission.target.source.describe()}, committed with a fixed identity "
+        "and date."
+    )
+    return "\n\n".join(parts)
+
+
+def fill_cover_letter(letter: Path, subject: str, blurb: str) -> None:
+    text = letter.read_text()
+    for placeholder in ("*** SUBJECT HERE ***", "*** BLURB HERE ***"):
+        if text.count(placeholder) != 1:
+            raise ExportError(
+                f"{letter.name} from git format-patch does not hold {placeholder} "
+                f"exactly once; cannot fill it"
+            )
+    text = text.replace("*** SUBJECT HERE ***", subject)
+    letter.write_text(text.replace("*** BLURB HERE ***", blurb))

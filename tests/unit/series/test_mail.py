@@ -2,71 +2,27 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 
 import pytest
-from support.trees import diff, target_table, use_checkout, write_pins, write_tree
+from support.export import (
+    PATCHES,
+    PERSON,
+    PLACEHOLDER,
+    SUBJECTS,
+    SUBMITTER,
+    export,
+    mail,
+    make_target,
+    write_verdict,
+)
+from support.trees import diff
 
-from harness import cli, targets
-from harness.errors import ExportError
+from harness.errors import ExportError, OutputError, UnreadableInput
 from harness.series.apply import build_patched_tree
-from harness.verdict import Conformance, Verdict
+from harness.verdict import Conformance
 
-PRISTINE = {
-    "vllm/block_pool.py": "".join(f"line {n}\n" for n in range(1, 21)),
-    "vllm/old.py": "doomed = True\n",
-    "tests/test_pool.py": "def test_pool():\n    assert True\n",
-    # a sdist's .gitignore must not keep files out of the exported base
-    ".gitignore": "*.log\n",
-    "notes.log": "shipped in the sdist although ignored\n",
-}
-POOL = PRISTINE["vllm/block_pool.py"]
-AUTHOR = "Ada Lovelace <ada@example.org>"
-SIGN_OFF = f"Signed-off-by: {AUTHOR}\n"
-
-
-def mail(subject: str, body: str, diff_text: str, sign_off: str = SIGN_OFF) -> str:
-    return (
-        f"From: {AUTHOR}\nDate: Mon, 30 Nov 2026 01:28:02 +0000\n"
-        f"Subject: {subject}\n\n{body}\n\n{sign_off}---\n{diff_text}"
-    )
-
-
-PATCHES = {
-    "0001-emit-parent.patch": mail(
-        "[Bugfix][KV Events] Emit the parent",
-        "Report the boundary.",
-        diff("vllm/block_pool.py", POOL, POOL.replace("line 3\n", "line three\n")),
-    ),
-    "0002-add-module.patch": mail(
-        "[Core] Add the ancestry module",
-        "A new module.",
-        diff("vllm/events/ancestry.py", None, "FILLED = 1\n")
-        + diff("notes.log", PRISTINE["notes.log"], "patched too\n"),
-    ),
-    "0003-drop-old.patch": mail(
-        "[Misc] Drop the old module",
-        "Optional: only in the strict tier.",
-        diff("vllm/old.py", PRISTINE["vllm/old.py"], None),
-    ),
-}
-SERIES = "0001-emit-parent.patch\n0002-add-module.patch\n"
-STRICT = SERIES + "0003-drop-old.patch\n"
 GIT_IDENTITY = ["-c", "user.name=Test", "-c", "user.email=test@example.org"]
-
-
-def make_target(tmp_path, monkeypatch, patches=PATCHES, series=SERIES):
-    """Target t: a path source with PRISTINE and these mails as its series."""
-    patches_dir = write_tree(tmp_path / "patches", patches)
-    (patches_dir / "series").write_text(series)
-    (patches_dir / "series.strict").write_text(STRICT)
-    write_tree(tmp_path / "pristine", PRISTINE)
-    pins = write_pins(tmp_path, target_table('{ path = "pristine" }'))
-    use_checkout(monkeypatch, pins)
-    return targets.get_target("t")
-
-
-def export(out, *options):
-    return cli.main(["export", "--target", "t", "--out", str(out), *options])
 
 
 def git(repo, *args):
@@ -85,33 +41,14 @@ def tree_files(root):
     return {
         str(path.relative_to(root)): path.read_bytes()
         for path in sorted(root.rglob("*"))
-        if path.is_file() and ".git" not in path.relative_to(root).parts
+        if path.is_file()
+        and ".git" not in path.relative_to(root).parts
+        and "__pycache__" not in path.parts
     }
 
 
-def write_verdict(path, tier="default", conformance=None, patched_outcome="passed"):
-    verdict = Verdict(
-        target="t",
-        tier=tier,
-        selection="ci",
-        pristine={"tests/test_pool.py::test_pool": "passed"},
-        patched={
-            "tests/test_pool.py::test_pool": patched_outcome,
-            "tests/test_pool.py::test_new": "passed",
-        },
-        conformance=conformance or Conformance("passed", 4, 0),
-        wall_seconds=83.0,
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(verdict.as_json(), indent=1))
-    return path
-
-
-SUBJECTS = [
-    "[Bugfix][KV Events] Emit the parent",
-    "[Core] Add the ancestry module",
-    "[Misc] Drop the old module",
-]
+def patches_in(out):
+    return sorted(out.glob("*.patch"))
 
 
 @pytest.mark.parametrize(("tier", "count"), [("default", 2), ("strict", 3)])
@@ -120,7 +57,7 @@ def test_git_am_of_the_mails_gives_the_tree_that_apply_builds(
 ):
     target = make_target(tmp_path, monkeypatch)
     assert export(tmp_path / "mails", "--tier", tier) == 0
-    mails = sorted((tmp_path / "mails").iterdir())
+    mails = patches_in(tmp_path / "mails")
     assert [mail.name[:4] for mail in mails] == [f"{n:04d}" for n in range(count + 1)]
 
     checkout = tmp_path / "checkout"
@@ -136,8 +73,37 @@ def test_git_am_of_the_mails_gives_the_tree_that_apply_builds(
     assert tree_files(checkout) != tree_files(tmp_path / "pristine")
     subjects = git(checkout, "log", "--reverse", "--format=%s", f"{base}..HEAD")
     assert subjects.splitlines() == SUBJECTS[:count]
-    author = git(checkout, "log", "-1", "--format=%an <%ae>")
-    assert author.strip() == AUTHOR
+    authors = git(checkout, "log", "--format=%an <%ae>", f"{base}..HEAD")
+    assert authors.splitlines() == [SUBMITTER] * count
+
+
+def trailers(out, number):
+    text = next(out.glob(f"{number:04d}-*.patch")).read_text()
+    message = text.split("\n\n", 1)[1].split("\n---\n", 1)[0]
+    return message.rstrip("\n").split("\n\n")[-1].splitlines()
+
+
+def test_every_mail_is_from_and_signed_off_by_the_submitter_last(
+    tmp_path, monkeypatch, cache
+):
+    make_target(tmp_path, monkeypatch)
+    out = tmp_path / "mails"
+    assert export(out, "--tier", "strict") == 0
+    for mail_path in patches_in(out):
+        assert f"From: {SUBMITTER}\n" in mail_path.read_text()
+    # The placeholder's sign-off certifies nothing: dropped, and not credited.
+    assert trailers(out, 1) == [
+        "Co-authored-by: Claude <noreply@anthropic.com>",
+        f"Signed-off-by: {SUBMITTER}",
+    ]
+    assert PLACEHOLDER not in "".join(p.read_text() for p in out.iterdir())
+    # A person who wrote the patch is credited, and keeps their sign-off.
+    assert trailers(out, 3) == [
+        "Co-authored-by: Claude <noreply@anthropic.com>",
+        f"Co-authored-by: {PERSON}",
+        f"Signed-off-by: {PERSON}",
+        f"Signed-off-by: {SUBMITTER}",
+    ]
 
 
 def test_cover_letter_is_filled_with_title_series_and_verdict(
@@ -165,6 +131,7 @@ def test_cover_letter_is_filled_with_title_series_and_verdict(
     out = capsys.readouterr().out
     assert "0000-cover-letter.patch" in out
     assert "0003-Misc-Drop-the-old-module.patch" in out
+    assert "pr-body.md" in out
 
     letter = (tmp_path / "mails" / "0000-cover-letter.patch").read_text()
     assert "*** SUBJECT HERE ***" not in letter
@@ -173,25 +140,28 @@ def test_cover_letter_is_filled_with_title_series_and_verdict(
         "Subject: [PATCH 0/3] [Bugfix][KV Events] Make the KV-cache event stream "
         "reconstructable for partial prefix-cache entries\n"
     ) in letter
-    assert f"From: {AUTHOR}\n" in letter
-    assert "  1/3 [Bugfix][KV Events] Emit the parent\n" in letter
-    assert "  2/3 [Core] Add the ancestry module\n" in letter
-    assert "  3/3 [Misc] Drop the old module  (optional)\n" in letter
-    assert "  passed             1         2\n" in letter
-    assert "regressions (passed on pristine, not on patched): 0" in letter
-    assert "tests added by the series: 1, 0 of them failing" in letter
-    assert "conformance suite: passed, 4 passed, 0 failed" in letter
-    assert "  seeded workloads replayed: 24\n" in letter
-    assert "  stream class              pristine   patched\n" in letter
-    assert "  K1 unreported ancestry           7         0\n" in letter
-    assert "  K5 physical copies               2         2\n" in letter
-    assert "  C1 parent closure                7         0\n" in letter
-    assert "  wire byte-identity:\n    byte_identical: True\n" in letter
-    assert "  target:" not in letter
-    assert "Verdict: PASS" in letter
-    assert "AI assistance" in letter
-    assert "Developer\nCertificate of Origin" in letter
+    assert f"From: {SUBMITTER}\n" in letter
+    assert (
+        "1. [Bugfix][KV Events] Report the parent (changes upstream's "
+        "`test_capacity`)\n"
+    ) in letter
+    assert "2. [Core] Add the ancestry module\n" in letter
+    assert "3. [Misc] Drop the old module (optional)\n" in letter
+    assert "| passed | 1 | 4 |\n" in letter
+    assert "Regressions: 0." in letter
+    assert "(passed: 4 passed, 0 failed)" in letter
+    assert "| K1 unreported ancestry | 7 | 0 |\n" in letter
+    assert "| C1 parent closure | 7 | 0 |\n" in letter
+    assert "**Fail-before-fix:** not run for this description." in letter
+    assert "- #58121 " in letter
+    assert "I, Jane Doe, reviewed every changed line" in letter
     assert "git am --keep-non-patch" in letter
+    # The letter carries the description's sections, word for word.
+    body = (tmp_path / "mails" / "pr-body.md").read_text()
+    for heading in ("Overview", "Claims", "Validation", "Details"):
+        section = body.split(f"## {heading}\n\n", 1)[1].split("\n\n## ", 1)[0]
+        section = section.split("\n\n---\n", 1)[0]
+        assert f"## {heading}\n\n{section}" in letter
 
 
 def test_base_commit_is_the_same_on_every_export(tmp_path, monkeypatch, cache):
@@ -214,22 +184,82 @@ def test_missing_verdict_is_said_plainly_and_warned(
     err = capsys.readouterr().err
     assert "warning: no verdict for target t tier default" in err
     letter = (tmp_path / "mails" / "0000-cover-letter.patch").read_text()
-    assert "No test verdict was found for target t, tier default" in letter
-    assert "Evidence:" not in letter
-    assert "Verdict:" not in letter
+    assert "No verdict was found for this target and tier" in letter
+    assert "**vLLM's tests**" not in letter
+    assert "| passed |" not in letter
 
 
 def test_failing_verdict_is_reported_as_a_fail_with_its_reason(
     tmp_path, monkeypatch, cache, capsys
 ):
     make_target(tmp_path, monkeypatch)
-    verdict = write_verdict(tmp_path / "v.json", patched_outcome="failed")
+    verdict = write_verdict(tmp_path / "v.json", patched="failed")
     assert export(tmp_path / "mails", "--verdict", str(verdict)) == 0
     assert "is a FAIL" in capsys.readouterr().err
     letter = (tmp_path / "mails" / "0000-cover-letter.patch").read_text()
-    assert "regressions (passed on pristine, not on patched): 1" in letter
-    assert "    tests/test_pool.py::test_pool: passed -> failed\n" in letter
-    assert "Verdict: FAIL (1 regression(s))" in letter
+    assert "FAIL):" in letter
+    assert "Regressions: 1." in letter
+    assert "- `tests/test_pool.py::test_capacity`: passed -> failed\n" in letter
+
+
+def test_verdict_of_another_revision_of_the_series_is_warned(
+    tmp_path, monkeypatch, cache, capsys
+):
+    make_target(tmp_path, monkeypatch)
+    verdict = write_verdict(tmp_path / "v.json")
+    text = verdict.read_text().replace("test_capacity_is_reported", "test_gone")
+    verdict.write_text(text)
+    assert export(tmp_path / "mails", "--verdict", str(verdict)) == 0
+    err = capsys.readouterr().err
+    assert (
+        "has no outcome for tests/test_pool.py::test_capacity_is_reported (and 0 "
+        "more tests the series adds): it was made for another revision"
+    ) in err
+    body = (tmp_path / "mails" / "pr-body.md").read_text()
+    assert "made for another revision of them" in body
+
+
+WHOLE = (
+    '"target": "t", "tier": "default", "pristine": {"outcomes": {}}, '
+    '"conformance": {"status": "passed"}, "wall_seconds": 1'
+)
+
+
+@pytest.mark.parametrize(
+    ("verdict_text", "message"),
+    [
+        ("[1, 2]", "a JSON list, not an object"),
+        ('{"target": "t"}', "no field 'conformance'"),
+        (
+            f'{{{WHOLE}, "selection": "ci", "patched": []}}',
+            "a field of the wrong kind",
+        ),
+        (
+            f'{{{WHOLE}, "selection": "nightly", "patched": {{"outcomes": {{}}}}}}',
+            "selection 'nightly' is none of ci, full",
+        ),
+        ("{not json", "not JSON"),
+        (None, "Is a directory"),
+    ],
+    ids=["list", "no-fields", "wrong-kind", "selection", "not-json", "directory"],
+)
+def test_a_verdict_that_is_not_one_is_one_line_before_any_work(
+    tmp_path, monkeypatch, cache, capsys, verdict_text, message
+):
+    make_target(tmp_path, monkeypatch)
+    verdict = tmp_path / "v.json"
+    if verdict_text is None:
+        verdict.mkdir()
+    else:
+        verdict.write_text(verdict_text)
+    code = export(tmp_path / "mails", "--verdict", str(verdict))
+    assert code == UnreadableInput.exit_code
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].startswith(f"error: {verdict}: ")
+    assert message in err.splitlines()[-1]
+    assert len(err.splitlines()) == 2  # "submitting as", then the error
+    assert "harness: copying" not in err
+    assert not (tmp_path / "mails").exists()
 
 
 def test_verdict_of_another_tier_is_refused(tmp_path, monkeypatch, cache, capsys):
@@ -249,18 +279,20 @@ def test_verdict_of_another_tier_is_refused(tmp_path, monkeypatch, cache, capsys
     [
         (
             mail(
+                PERSON,
                 "[Bugfix] Stale",
                 "Does not apply.",
-                diff("vllm/block_pool.py", "nothing like it\n", "changed\n"),
+                diff("vllm/pool.py", "nothing like it\n", "changed\n"),
             ),
             "patch 0002-add-module.patch from",
         ),
         (
             mail(
+                PERSON,
                 "[Core] Unsigned",
                 "No sign-off.",
-                diff("vllm/events/ancestry.py", None, "FILLED = 1\n"),
-                sign_off="",
+                diff("vllm/ancestry.py", None, "FILLED = 1\n"),
+                sign_off=False,
             ),
             "patch 0002-add-module.patch has no 'Signed-off-by: Name <email>' line",
         ),
@@ -271,6 +303,8 @@ def test_failure_leaves_no_output_behind(
     tmp_path, monkeypatch, cache, capsys, broken, message
 ):
     make_target(tmp_path, monkeypatch, {**PATCHES, "0002-add-module.patch": broken})
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     out = tmp_path / "out" / "mails"
     assert export(out) == ExportError.exit_code
     err = capsys.readouterr().err
@@ -278,11 +312,50 @@ def test_failure_leaves_no_output_behind(
     assert "Traceback" not in err
     assert not out.exists()
     assert list((tmp_path / "out").iterdir()) == []
+    assert list((tmp_path / "tmp").iterdir()) == []
 
 
 def test_existing_out_directory_is_refused(tmp_path, monkeypatch, cache, capsys):
     make_target(tmp_path, monkeypatch)
     (tmp_path / "mails").mkdir()
-    assert export(tmp_path / "mails") == ExportError.exit_code
+    assert export(tmp_path / "mails") == OutputError.exit_code
     assert "already exists" in capsys.readouterr().err
     assert list((tmp_path / "mails").iterdir()) == []
+
+
+def test_verdict_taken_at_a_revision_with_another_series_is_warned(
+    tmp_path, monkeypatch, cache, capsys
+):
+    make_target(tmp_path, monkeypatch)
+    git(tmp_path, "init", "--quiet")
+    git(tmp_path, "add", "--all", ".")
+    git(tmp_path, "commit", "--quiet", "-m", "the series")
+    taken_at = git(tmp_path, "rev-parse", "--short=12", "HEAD").strip()
+    verdict = write_verdict(tmp_path / "v.json")
+    data = json.loads(verdict.read_text())
+
+    def warnings_with(revision):
+        data["provenance"] = {"revision": revision}
+        verdict.write_text(json.dumps(data))
+        out = tmp_path / f"mails-{len(list(tmp_path.glob('mails-*')))}"
+        assert export(out, "--verdict", str(verdict)) == 0
+        return [
+            line
+            for line in capsys.readouterr().err.splitlines()
+            if "was taken at revision" in line
+        ]
+
+    assert warnings_with(taken_at) == []
+    assert warnings_with("unknown (not a git checkout)") == []
+    assert warnings_with("0123456789ab") == [
+        f"warning: the verdict {verdict} was taken at revision 0123456789ab, which "
+        "this checkout does not have: it may be a verdict of another series; "
+        "rerun `python -m harness test --target t --tier default`"
+    ]
+    patch = tmp_path / "patches" / "0002-add-module.patch"
+    patch.write_text(patch.read_text().replace("A new module.", "A module."))
+    assert warnings_with(f"{taken_at}-dirty") == [
+        f"warning: the verdict {verdict} was taken at revision {taken_at}-dirty, "
+        "whose patches/ differs from this checkout's: it may be a verdict of "
+        "another series; rerun `python -m harness test --target t --tier default`"
+    ]

@@ -1,0 +1,204 @@
+"""Fail-before-fix evidence: each patch's tests fail without its fix and pass
+with it, as vLLM's pr-checklist asks of a bug fix.
+
+In the export's scratch repository (the pristine tree and one commit per
+patch, harness.series.gitrepo) each patch is checked twice: its test hunks
+alone on the commit before it (the pristine tree plus the earlier patches),
+then the whole patch. The tests run are the ones the patch adds or changes,
+found by comparing each test file's test functions before and after the
+patch. The commands are recorded as a reviewer would type them on the pull
+request's branch, with pytest's own pass/fail lines as their output.
+"""
+
+import ast
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import processes
+from harness.errors import ExportError
+from harness.log import progress
+from harness.series.gitrepo import BRANCH, git, relative_ref
+from harness.trees.env import UPSTREAM_ENV, tree_env
+
+PYTEST = ("python", "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--tb=no")
+# pytest's short test summary lines (-rA): "FAILED tests/x.py::test_y - ...".
+_OUTCOME_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) ")
+_FAILING = ("FAILED ", "ERROR ")
+_SUMMARY_LINE = re.compile(r"^=+ (?P<summary>.+ in [\d.]+s.*?) =+$")
+
+
+@dataclass(frozen=True)
+class PatchTests:
+    """The tests (pytest node ids, one per function) a patch adds or changes,
+    and those it removes."""
+
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    @property
+    def node_ids(self) -> tuple[str, ...]:
+        return self.changed + self.added
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """One pytest run: the commands that lead to it, and what pytest said."""
+
+    __test__ = False  # not a test class, despite its name
+    commands: tuple[str, ...]
+    lines: tuple[str, ...]  # pytest's pass/fail lines, then its summary line
+    returncode: int
+
+    @property
+    def failed(self) -> bool:
+        """Some test failed, or could not be collected (an import error)."""
+        return self.returncode != 0 and any(
+            line.startswith(_FAILING) for line in self.lines
+        )
+
+    @property
+    def ran(self) -> bool:
+        return self.passed or self.failed
+
+    @property
+    def passed(self) -> bool:
+        return self.returncode == 0
+
+
+@dataclass(frozen=True)
+class PatchEvidence:
+    number: int
+    subject: str
+    tests: PatchTests
+    before: TestRun | None = None  # the test hunks alone
+    after: TestRun | None = None  # the whole patch
+
+    @property
+    def ok(self) -> bool:
+        return bool(
+            self.before and self.after and self.before.failed and self.after.passed
+        )
+
+    def finding(self) -> str:
+        """What the two runs show, in a few words."""
+        if not self.tests.node_ids:
+            return "adds or changes no test"
+        if self.before is None or self.after is None:
+            return "not run"
+        for run, fix in ((self.before, "without"), (self.after, "with")):
+            if not run.ran:
+                return (
+                    f"pytest could not run its tests {fix} the fix ({run.returncode})"
+                )
+        if not self.before.failed:
+            return "its tests do not fail without the fix"
+        if not self.after.passed:
+            return "its tests do not pass with the fix"
+        failing = sum(line.startswith(_FAILING) for line in self.before.lines)
+        return f"{failing} failing without the fix, all passing with it"
+
+
+def patch_tests(repo: Path, commit: str) -> PatchTests:
+    """The test functions ``commit`` adds, changes or removes under tests/."""
+    added, changed, removed = [], [], []
+    listing = git(repo, "diff", "--name-only", f"{commit}~1", commit, "--", "tests")
+    for path in listing.splitlines():
+        name = Path(path).name
+        if not (name.startswith("test_") and name.endswith(".py")):
+            continue
+        before = _test_functions(repo, f"{commit}~1", path)
+        after = _test_functions(repo, commit, path)
+        for test, source in after.items():
+            if test not in before:
+                added.append(f"{path}::{test}")
+            elif before[test] != source:
+                changed.append(f"{path}::{test}")
+        removed += [f"{path}::{test}" for test in before if test not in after]
+    return PatchTests(tuple(added), tuple(changed), tuple(removed))
+
+
+def _test_functions(repo: Path, commit: str, path: str) -> dict[str, str]:
+    """Test name (``test_x`` or ``TestY::test_x``) -> its code, decorators
+    included and positions left out, in the file at that commit."""
+    try:
+        text = git(repo, "show", f"{commit}:{path}")
+    except ExportError:  # not in that commit
+        return {}
+    try:
+        module = ast.parse(text)
+    except SyntaxError as exc:
+        raise ExportError(f"{path} at {commit} is not Python: {exc}") from None
+    found = {}
+    for node in module.body:
+        if _is_test(node):
+            found[node.name] = ast.dump(node)
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            for item in node.body:
+                if _is_test(item):
+                    found[f"{node.name}::{item.name}"] = ast.dump(item)
+    return found
+
+
+def _is_test(node: ast.stmt) -> bool:
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    return isinstance(node, functions) and node.name.startswith("test")
+
+
+def fail_before_fix(
+    repo: Path, commits: list[str], subjects: list[str]
+) -> list[PatchEvidence]:
+    """Run each patch's tests without and with its fix; leave repo at the top."""
+    count = len(commits)
+    evidence = []
+    for number, (commit, subject) in enumerate(zip(commits, subjects, strict=True), 1):
+        tests = patch_tests(repo, commit)
+        if not tests.node_ids:
+            evidence.append(PatchEvidence(number, subject, tests))
+            continue
+        ref, parent = relative_ref(number, count), f"{BRANCH}~{count - number + 1}"
+        progress(f"fail-before-fix [{number}/{count}]: its test hunks alone")
+        git(repo, "checkout", "--quiet", "--detach", commit + "~1")
+        hunks = git(repo, "diff", f"{commit}~1", commit, "--", "tests")
+        git(repo, "apply", stdin=hunks)
+        before = _pytest(
+            repo,
+            tests,
+            (
+                f"git checkout --quiet --detach {parent}",
+                f"git diff {parent} {ref} -- tests | git apply",
+            ),
+        )
+        progress(f"fail-before-fix [{number}/{count}]: the whole patch")
+        git(repo, "checkout", "--quiet", "--force", "--detach", commit)
+        after = _pytest(repo, tests, (f"git checkout --quiet --force --detach {ref}",))
+        evidence.append(PatchEvidence(number, subject, tests, before, after))
+    git(repo, "checkout", "--quiet", "--force", relative_ref(count, count))
+    return evidence
+
+
+def _pytest(repo: Path, tests: PatchTests, checkout: tuple[str, ...]) -> TestRun:
+    environment = " ".join(f"{key}={value}" for key, value in UPSTREAM_ENV.items())
+    # One test per line: the ids are long, and a shell takes the line breaks.
+    shown = " \\\n    ".join(
+        (f"{environment} PYTHONPATH=. {' '.join(PYTEST)}", *tests.node_ids)
+    )
+    result = processes.run(
+        [sys.executable, *PYTEST[1:], *tests.node_ids],
+        cwd=repo,
+        env=tree_env(repo, with_harness=False, COLUMNS="120"),
+    )
+    lines = [line for line in result.stdout.splitlines() if _OUTCOME_LINE.match(line)]
+    summaries = [
+        match["summary"]
+        for line in result.stdout.splitlines()
+        if (match := _SUMMARY_LINE.match(line))
+    ]
+    if summaries:
+        lines.append(summaries[-1])
+    elif not lines:
+        tail = (result.stdout + result.stderr).strip().splitlines()[-3:]
+        lines += [f"pytest exited {result.returncode}:", *tail]
+    return TestRun((*checkout, shown), tuple(lines), result.returncode)

@@ -1,0 +1,294 @@
+"""What an export knows about the series it submits: the facts the cover
+letter and the pull-request body are written from, gathered once.
+
+The facts about the series come from it as committed in the export's scratch
+repository (subjects, messages, the tests each patch adds or changes) and
+from the fail-before-fix runs; the facts about its testing from the newest
+verdict `python -m harness test` wrote for the same target and tier (checked
+before any work: harness.verdict.read_verdict, same target and tier).
+
+What other pull requests do is a fact about them, not about the series, so
+the related work (the duplicate-work statement vLLM's AGENTS.md asks of an
+AI-assisted pull request) is a record here, RELATED_WORK, with the day it was
+last checked, CHECKED_ON: update both whenever the open pull requests are
+checked again; `export` warns when the check is older than STALE_AFTER_DAYS.
+Which of these the series fixes is read from its patches' `Fixes #N` lines.
+"""
+
+import re
+from dataclasses import dataclass
+from datetime import date
+from functools import cached_property
+from pathlib import Path
+
+from harness import cache, processes
+from harness.errors import ExportError, UnreadableInput
+from harness.series.evidence import PatchEvidence, PatchTests
+from harness.series.model import Series
+from harness.series.submitter import Identity
+from harness.targets import SELECTIONS, Target
+from harness.verdict import read_verdict as verdict_file
+
+ISSUE = 58119
+CHECKED_ON = date(2026, 11, 30)
+STALE_AFTER_DAYS = 14
+REPOSITORY = "vllm-project/vllm"
+# AGENTS.md's duplicate-work checks, as run for this series.
+CHECK_COMMANDS = (
+    f"gh issue view {ISSUE} --repo {REPOSITORY} --comments",
+    f'gh pr list --repo {REPOSITORY} --state open --search "{ISSUE} in:body"',
+    f'gh pr list --repo {REPOSITORY} --state open --search "cache_partial_block"',
+    f'gh pr list --repo {REPOSITORY} --state open --search "BlockStored parent"',
+)
+_REFERENCE = re.compile(
+    r"^(?P<verb>Fixes|Closes|Resolves|Follow-up to|Related to):? #(?P<number>\d+)\s*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class RelatedWork:
+    number: int
+    what: str  # what it does, in a line
+    relation: str  # how the series stands to it
+
+
+RELATED_WORK = (
+    RelatedWork(
+        58121,
+        "(draft, stacked on #44488) the same defect: fills the skipped_* fields "
+        "that #44488 adds to BlockStored",
+        "an alternative, not a complement: it adds no field, keeps every "
+        "existing event byte for byte, and also removes what it reports; one of "
+        "the two should land",
+    ),
+    RelatedWork(
+        44488,
+        "optional skipped_* context on BlockStored for null or masked blocks in "
+        "cache_full_blocks() (#44451)",
+        "meant to coexist: that gap (sliding window, Mamba align mode) is left "
+        "to it, and neither needs the other; nearby lines in BlockPool, so the "
+        "second to land rebases",
+    ),
+    RelatedWork(
+        57339,
+        "builds cache_partial_block()'s BlockStored with _build_block_stored_event",
+        "rewrites the same construction: a textual conflict, no change in "
+        "behaviour for either",
+    ),
+    RelatedWork(
+        52972,
+        "makes cache_partial_block() refuse a boundary its block has outgrown (#49125)",
+        "changes the same method's guard; a boundary it refuses is never "
+        "registered, so this series reports no ancestry for it: a textual "
+        "conflict only",
+    ),
+    RelatedWork(
+        58394,
+        "the promotion case: a promoted entry's parent is the boundary just "
+        "removed, or one never reported",
+        "not changed: upstream's tests pin those events",
+    ),
+)
+EARLIER_FILL_ONLY = (
+    f"An earlier pull request for #{ISSUE} emitted the skipped boundaries and "
+    f"never removed them (they then stay live in every consumer); its author "
+    f"closed it as a duplicate of #58121."
+)
+AI_TRAILER = re.compile(
+    r"^(Co-authored-by|Assisted-by|Generated-by): .+$", re.MULTILINE | re.IGNORECASE
+)
+# The pull request's title when the series has several patches.
+SERIES_TITLE = (
+    "[Bugfix][KV Events] Make the KV-cache event stream reconstructable "
+    "for partial prefix-cache entries"
+)
+
+
+@dataclass(frozen=True)
+class Submission:
+    target: Target
+    tier: str
+    submitter: Identity
+    subjects: tuple[str, ...]
+    messages: tuple[str, ...]
+    optional: frozenset[int]  # 1-based numbers of patches outside the default tier
+    tests: tuple[PatchTests, ...]
+    evidence: tuple[PatchEvidence, ...] | None  # None: not run (--no-fail-before-fix)
+    verdict: dict | None = None
+    verdict_path: Path | None = None
+
+    @property
+    def count(self) -> int:
+        return len(self.subjects)
+
+    @property
+    def title(self) -> str:
+        return self.subjects[0] if self.count == 1 else SERIES_TITLE
+
+    @cached_property
+    def fixed_by(self) -> dict[int, list[int]]:
+        """Issue -> the patches (1-based) whose message says ``Fixes #N``."""
+        fixed: dict[int, list[int]] = {}
+        for number, message in enumerate(self.messages, 1):
+            for verb, issue in issue_references(message):
+                if verb == "Fixes":
+                    fixed.setdefault(issue, []).append(number)
+        return fixed
+
+    @property
+    def references(self) -> list[str]:
+        """``Fixes #N`` (and other reference) lines of the series, once each."""
+        seen: list[str] = []
+        for message in self.messages:
+            for verb, issue in issue_references(message):
+                line = f"{verb} #{issue}"
+                fixes = f"Fixes #{issue}"
+                if line not in seen and fixes not in seen:
+                    seen.append(line)
+        return seen
+
+    @property
+    def ai_assisted(self) -> bool:
+        return any(AI_TRAILER.search(message) for message in self.messages)
+
+    @property
+    def evidence_ok(self) -> bool:
+        return self.evidence is not None and all(item.ok for item in self.evidence)
+
+    @cached_property
+    def verdict_gaps(self) -> list[str]:
+        """Tests the series adds that the verdict has no outcome for: a
+        verdict made from another revision of the series."""
+        if self.verdict is None:
+            return []
+        outcomes = self.verdict.get("patched", {}).get("outcomes", {})
+        return [
+            test
+            for test in self.added_tests
+            if not any(node == test or node.startswith(f"{test}[") for node in outcomes)
+        ]
+
+    @cached_property
+    def upstream_tests_changed(self) -> list[list[str]]:
+        """Per patch, the tests of the pristine tree it changes (not those an
+        earlier patch of the series added)."""
+        ours: set[str] = set()
+        changed = []
+        for patch in self.tests:
+            changed.append([test for test in patch.changed if test not in ours])
+            ours.update(patch.added)
+        return changed
+
+    @property
+    def added_tests(self) -> list[str]:
+        """The tests the series adds that are still there after its last patch."""
+        added: list[str] = []
+        for patch in self.tests:
+            added = [t for t in added if t not in patch.removed] + list(patch.added)
+        return added
+
+    @property
+    def validated(self) -> bool:
+        """A passing verdict of this series, and fail-before-fix evidence for
+        every patch."""
+        return bool(
+            self.verdict
+            and self.verdict.get("passed")
+            and not self.verdict_gaps
+            and self.evidence_ok
+        )
+
+
+def issue_references(message: str) -> list[tuple[str, int]]:
+    """The ``Fixes #N``-style lines of a commit message: (verb, N)."""
+    return [
+        (match["verb"].capitalize(), int(match["number"]))
+        for match in _REFERENCE.finditer(message)
+    ]
+
+
+def related_work_age(today: date) -> int:
+    """Days since the related work was last checked."""
+    return (today - CHECKED_ON).days
+
+
+def default_verdict(target: Target, tier: str) -> Path | None:
+    """The newest report `python -m harness test` wrote for target and tier."""
+    found = [
+        path
+        for selection in SELECTIONS
+        if (path := cache.report(target.name, tier, selection)).is_file()
+    ]
+    return max(found, key=lambda path: path.stat().st_mtime) if found else None
+
+
+def read_verdict(path: Path, target: Target, tier: str) -> dict:
+    """The verdict at path as `Verdict.as_json` writes it, checked: one line
+    naming the file if it cannot be read or is not a verdict
+    (harness.verdict.read_verdict), or is for another target or tier."""
+    verdict = verdict_file(path)
+    if verdict.selection not in SELECTIONS:
+        raise UnreadableInput(
+            f"{path}: not a verdict of `python -m harness test`: selection "
+            f"{verdict.selection!r} is none of {', '.join(SELECTIONS)}"
+        )
+    if (verdict.target, verdict.tier) != (target.name, tier):
+        raise ExportError(
+            f"the verdict {path} is for target {verdict.target} tier "
+            f"{verdict.tier}, not target {target.name} tier {tier}"
+        )
+    return verdict.as_json()
+
+
+def find_verdict(
+    target: Target, tier: str, series: Series, verdict_path: Path | None
+) -> tuple[dict | None, Path | None, list[str]]:
+    """The verdict to quote (checked) and its path, None for both if there is
+    none, and warnings."""
+    verdict_path = verdict_path or default_verdict(target, tier)
+    rerun = f"`python -m harness test --target {target.name} --tier {tier}`"
+    if verdict_path is None:
+        return (
+            None,
+            None,
+            [
+                f"no verdict for target {target.name} tier {tier} in "
+                f"{cache.reports()}; pr-body.md says so. Run {rerun} first."
+            ],
+        )
+    verdict = read_verdict(verdict_path, target, tier)
+    warnings = []
+    if not verdict.get("passed"):
+        warnings.append(f"the verdict {verdict_path} is a FAIL")
+    inputs = [series.series_file, *map(series.patch_path, series.entries)]
+    if verdict_path.stat().st_mtime < max(path.stat().st_mtime for path in inputs):
+        warnings.append(
+            f"the verdict {verdict_path} is older than the series; rerun {rerun}"
+        )
+    revision = verdict.get("provenance", {}).get("revision", "")
+    if other := _another_series(revision, series):
+        warnings.append(
+            f"the verdict {verdict_path} was taken at revision {revision}, {other}: "
+            f"it may be a verdict of another series; rerun {rerun}"
+        )
+    return verdict, verdict_path, warnings
+
+
+def _another_series(revision: str, series: Series) -> str | None:
+    """Why the checkout at ``revision`` (a verdict's provenance) may not hold
+    this series, or None. A revision that names no commit (older verdicts, a
+    checkout without git) gives nothing to compare."""
+    commit = revision.removesuffix("-dirty")
+    if not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        return None
+    patches = series.series_file.parent
+    known = processes.run(
+        ["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=patches
+    )
+    if known.returncode:
+        return "which this checkout does not have"
+    same = processes.run(["git", "diff", "--quiet", commit, "--", "."], cwd=patches)
+    if same.returncode:
+        return f"whose {patches.name}/ differs from this checkout's"
+    return None

@@ -1,0 +1,126 @@
+"""A tiny vLLM-like target whose series `export` can submit: three mails with
+tests that fail without their fix, a verdict of it, and a submitter."""
+
+import json
+from pathlib import Path
+
+from harness import cli, targets
+from harness.series.submitter import PROJECT_IDENTITIES
+from harness.verdict import Conformance, Verdict
+from support.trees import diff, target_table, use_checkout, write_pins, write_tree
+
+SUBMITTER = "Jane Doe <jane@example.org>"
+PLACEHOLDER = str(PROJECT_IDENTITIES[0])
+PERSON = "Ada Lovelace <ada@example.org>"
+POOL = "def capacity():\n    return 4\n"
+TEST_POOL = (
+    "from vllm.pool import capacity\n\n\n"
+    "def test_capacity():\n    assert capacity() == 4\n"
+)
+PRISTINE = {
+    "vllm/__init__.py": "",
+    "vllm/pool.py": POOL,
+    "vllm/old.py": "doomed = True\n",
+    "tests/test_pool.py": TEST_POOL,
+    # a sdist's .gitignore must not keep files out of the exported base
+    ".gitignore": "*.log\n",
+    "notes.log": "shipped in the sdist although ignored\n",
+}
+# One test changed (its expectation) and one added: both fail before the fix.
+FIXED_TEST_POOL = TEST_POOL.replace("== 4", "== 5") + (
+    "\n\ndef test_capacity_is_reported():\n    assert capacity() > 4\n"
+)
+TEST_ANCESTRY = (
+    "from vllm.ancestry import FILLED\n\n\ndef test_filled():\n    assert FILLED == 1\n"
+)
+TEST_OLD = (
+    "import importlib.util\n\n\n"
+    "def test_old_module_is_gone():\n"
+    '    assert importlib.util.find_spec("vllm.old") is None\n'
+)
+
+
+def mail(author: str, subject: str, body: str, diff_text: str, sign_off=True) -> str:
+    trailers = "Co-authored-by: Claude <noreply@anthropic.com>\n"
+    trailers += f"Signed-off-by: {author}\n" if sign_off else ""
+    return (
+        f"From: {author}\nDate: Mon, 30 Nov 2026 01:28:02 +0000\n"
+        f"Subject: {subject}\n\n{body}\n\nFixes #58119\n\n{trailers}---\n{diff_text}"
+    )
+
+
+PATCHES = {
+    "0001-report-the-parent.patch": mail(
+        PLACEHOLDER,
+        "[Bugfix][KV Events] Report the parent",
+        "Report the boundary.",
+        diff("vllm/pool.py", POOL, POOL.replace("4", "5"))
+        + diff("tests/test_pool.py", TEST_POOL, FIXED_TEST_POOL),
+    ),
+    "0002-add-module.patch": mail(
+        PLACEHOLDER,
+        "[Core] Add the ancestry module",
+        "A new module.",
+        diff("vllm/ancestry.py", None, "FILLED = 1\n")
+        + diff("notes.log", PRISTINE["notes.log"], "patched too\n")
+        + diff("tests/test_ancestry.py", None, TEST_ANCESTRY),
+    ),
+    "0003-drop-old.patch": mail(
+        PERSON,
+        "[Misc] Drop the old module",
+        "Optional: only in the strict tier.",
+        diff("vllm/old.py", PRISTINE["vllm/old.py"], None)
+        + diff("tests/test_old.py", None, TEST_OLD),
+    ),
+}
+SERIES = "0001-report-the-parent.patch\n0002-add-module.patch\n"
+STRICT = SERIES + "0003-drop-old.patch\n"
+SUBJECTS = [
+    "[Bugfix][KV Events] Report the parent",
+    "[Core] Add the ancestry module",
+    "[Misc] Drop the old module",
+]
+# The tests each patch adds, as the verdict of the patched tree names them.
+ADDED_TESTS = [
+    "tests/test_pool.py::test_capacity_is_reported",
+    "tests/test_ancestry.py::test_filled",
+    "tests/test_old.py::test_old_module_is_gone",
+]
+
+
+def make_target(root: Path, monkeypatch, patches=None, series=SERIES):
+    """Target t at root: a path source with PRISTINE and these mails."""
+    patches_dir = write_tree(root / "patches", PATCHES if patches is None else patches)
+    (patches_dir / "series").write_text(series)
+    (patches_dir / "series.strict").write_text(STRICT)
+    write_tree(root / "pristine", PRISTINE)
+    pins = write_pins(root, target_table('{ path = "pristine" }'))
+    use_checkout(monkeypatch, pins)
+    return targets.get_target("t")
+
+
+def write_verdict(path: Path, tier="default", conformance=None, patched="passed"):
+    count = 3 if tier == "strict" else 2
+    verdict = Verdict(
+        target="t",
+        tier=tier,
+        selection="ci",
+        pristine={"tests/test_pool.py::test_capacity": "passed"},
+        patched={
+            "tests/test_pool.py::test_capacity": patched,
+            **{test: "passed" for test in ADDED_TESTS[:count]},
+        },
+        conformance=conformance or Conformance("passed", 4, 0),
+        wall_seconds=83.0,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(verdict.as_json(), indent=1))
+    return path
+
+
+def export(out: Path, *options: str, evidence: bool = False) -> int:
+    """`python -m harness export` of target t, submitted by SUBMITTER; the
+    fail-before-fix runs only with ``evidence``."""
+    extra = [] if evidence else ["--no-fail-before-fix"]
+    argv = ["export", "--target", "t", "--out", str(out), "--as", SUBMITTER]
+    return cli.main([*argv, "--i-reviewed-every-line", *extra, *options])

@@ -1,0 +1,152 @@
+import pytest
+from support.export import (
+    PATCHES,
+    PLACEHOLDER,
+    TEST_POOL,
+    export,
+    mail,
+    make_target,
+    write_verdict,
+)
+from support.trees import diff, write_tree
+
+from harness.series.evidence import patch_tests
+from harness.series.gitrepo import git
+
+BEFORE = """\
+import pytest
+
+
+def helper():
+    return 1
+
+
+def test_kept():
+    assert helper() == 1
+
+
+@pytest.mark.parametrize("n", [1])
+def test_params(n):
+    assert n
+
+
+class TestPool:
+    def test_method(self):
+        assert True
+"""
+
+
+def commit_pair(tmp_path, before: str, after: str) -> tuple:
+    """A git repository with tests/test_x.py as ``before``, then ``after``."""
+    repo = write_tree(tmp_path / "repo", {"tests/test_x.py": before})
+    git(repo, "init", "--quiet")
+    git(repo, "add", ".")
+    git(repo, "commit", "--quiet", "-m", "before")
+    (repo / "tests/test_x.py").write_text(after)
+    git(repo, "commit", "--quiet", "-am", "after")
+    return repo, git(repo, "rev-parse", "HEAD").strip()
+
+
+@pytest.mark.parametrize(
+    ("after", "added", "changed", "removed"),
+    [
+        # moved and reformatted, nothing else: no test to run
+        (BEFORE.replace("def test_kept():", "\ndef test_kept( ):"), [], [], []),
+        (BEFORE + "\n\nasync def test_new():\n    pass\n", ["test_new"], [], []),
+        (BEFORE.replace("[1]", "[1, 2]"), [], ["test_params"], []),
+        (
+            BEFORE.replace("assert True", "assert 1"),
+            [],
+            ["TestPool::test_method"],
+            [],
+        ),
+        # a helper changes, its tests do not: they are not the patch's tests
+        (BEFORE.replace("return 1", "return 2"), [], [], []),
+        (
+            BEFORE.replace("def test_kept", "def test_renamed"),
+            ["test_renamed"],
+            [],
+            ["test_kept"],
+        ),
+    ],
+    ids=["moved", "added", "decorator", "method", "helper", "renamed"],
+)
+def test_patch_tests_are_the_test_functions_it_adds_changes_or_removes(
+    tmp_path, after, added, changed, removed
+):
+    repo, commit = commit_pair(tmp_path, BEFORE, after)
+    tests = patch_tests(repo, commit)
+    assert tests.added == tuple(f"tests/test_x.py::{name}" for name in added)
+    assert tests.changed == tuple(f"tests/test_x.py::{name}" for name in changed)
+    assert tests.removed == tuple(f"tests/test_x.py::{name}" for name in removed)
+
+
+def evidence_block(body: str, number: int) -> str:
+    start = body.index(f"<summary>{number}/")
+    return body[start : body.index("</details>", start)]
+
+
+def test_each_patch_fails_without_its_fix_and_passes_with_it(
+    tmp_path, monkeypatch, cache, capsys
+):
+    make_target(tmp_path, monkeypatch)
+    write_verdict(cache / "reports" / "t-strict-ci.json", "strict")
+    assert export(tmp_path / "out", "--tier", "strict", evidence=True) == 0
+    body = (tmp_path / "out" / "pr-body.md").read_text()
+    first = evidence_block(body, 1)
+    assert "Report the parent: 2 failing without the fix, all passing with it" in first
+    assert first.index("$ git checkout --quiet --detach kv-events~3\n") < first.index(
+        "$ git diff kv-events~3 kv-events~2 -- tests | git apply\n"
+    )
+    before, after = first.split("$ git checkout --quiet --force --detach kv-events~2\n")
+    assert "FAILED tests/test_pool.py::test_capacity - assert 4 == 5" in before
+    assert "FAILED tests/test_pool.py::test_capacity_is_reported" in before
+    assert "2 failed in " in before
+    # a run that passed says so once; its PASSED lines would repeat the command
+    assert "PASSED" not in after
+    assert "2 passed in " in after
+    # a test module that cannot be imported without the fix fails too
+    assert "ERROR tests/test_ancestry.py" in evidence_block(body, 2)
+    assert "1 failing without the fix, all passing with it" in evidence_block(body, 3)
+    assert "- [x] **Testing and Validation:**" in body
+    assert "- [x] AI assistance was used" in body
+    assert "- [ ] **Design Fit:**" in body
+    assert "- [ ] I used vLLM's `/pr-checklist` skill." in body
+    assert "warning: fail-before-fix" not in capsys.readouterr().err
+
+
+def test_a_test_that_passes_without_the_fix_is_reported_and_fails_the_export(
+    tmp_path, monkeypatch, cache, capsys
+):
+    passing = TEST_POOL + "\n\ndef test_always():\n    assert True\n"
+    patches = {
+        **PATCHES,
+        "0002-add-module.patch": mail(
+            PLACEHOLDER,
+            "[Core] Add a test that proves nothing",
+            "It passes before the fix.",
+            diff("tests/test_pool.py", TEST_POOL, passing),
+        ),
+    }
+    patches["0001-report-the-parent.patch"] = patches.pop("0002-add-module.patch")
+    make_target(tmp_path, monkeypatch, patches, series="0001-report-the-parent.patch\n")
+    write_verdict(cache / "reports" / "t-default-ci.json")
+    assert export(tmp_path / "out", evidence=True) == 1
+    err = capsys.readouterr().err
+    assert (
+        "warning: fail-before-fix: patch 1/1 its tests do not fail without the fix"
+        in err
+    )
+    body = (tmp_path / "out" / "pr-body.md").read_text()
+    assert "proves nothing: its tests do not fail without the fix" in body
+    assert "- [ ] **Testing and Validation:**" in body
+
+
+def test_skipping_the_runs_is_said_in_the_body(tmp_path, monkeypatch, cache):
+    make_target(tmp_path, monkeypatch)
+    write_verdict(cache / "reports" / "t-default-ci.json")
+    assert export(tmp_path / "out") == 0
+    body = (tmp_path / "out" / "pr-body.md").read_text()
+    assert "**Fail-before-fix:** not run for this description." in body
+    assert "$ git checkout" not in body
+    assert "- [ ] **Testing and Validation:**" in body
