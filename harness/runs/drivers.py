@@ -36,9 +36,22 @@ def pool_config(hash_block_size: int, block_size: int, num_blocks: int):
     return lambda rng: PoolDriver(rng, hash_block_size, block_size, num_blocks)
 
 
-def manager_config(hash_block_size, groups, num_blocks, token_budget):
+def manager_config(
+    hash_block_size,
+    groups,
+    num_blocks,
+    token_budget,
+    retention_interval=None,
+    max_prompt_blocks=3,
+):
     return lambda rng: ManagerDriver(
-        rng, hash_block_size, groups, num_blocks, token_budget
+        rng,
+        hash_block_size,
+        groups,
+        num_blocks,
+        token_budget,
+        retention_interval,
+        max_prompt_blocks,
     )
 
 
@@ -61,5 +74,20 @@ CONFIGS: dict[str, Callable[[random.Random], PoolDriver | ManagerDriver]] = {
     # masked out of the cache and never announced.
     "manager-swa": manager_config(
         16, [("full_attention", 256), ("sliding_window", 64)], 96, 320
+    ),
+    # The skipped-block path (K4): prompts of up to six cache blocks, prefilled
+    # in chunks of four. Under the engine's retention (0) only the Mamba
+    # states at replay boundaries are cached, the others masked out; under
+    # dense retention the states inside a chunk are still null blocks.
+    "mamba-sparse": manager_config(
+        16, [("full_attention", 64), ("mamba", 64)], 64, 256, 0, 6
+    ),
+    "mamba-dense-chunks": manager_config(
+        16, [("full_attention", 64), ("mamba", 64)], 64, 256, None, 6
+    ),
+    # Sliding window under the engine's retention: only the window before
+    # each replay boundary is cached.
+    "swa-sparse": manager_config(
+        16, [("full_attention", 256), ("sliding_window", 64)], 96, 320, 0
     ),
 }

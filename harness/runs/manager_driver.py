@@ -25,6 +25,13 @@ class ManagerDriver:
     groups: list[tuple[str, int]]  # (spec kind, block size) per group
     num_blocks: int
     token_budget: int
+    # KVCacheConfig.prefix_cache_retention_interval: None (its own default)
+    # caches every Mamba or sliding-window block a hit could use; 0 (the
+    # engine's, from CacheConfig) only those at replay boundaries, masking the
+    # rest out of the cache.
+    retention_interval: int | None = None
+    # Prompts are up to this many scheduler blocks long.
+    max_prompt_blocks: int = 3
     running: list = field(default_factory=list)
 
     def __post_init__(self):
@@ -41,6 +48,7 @@ class ManagerDriver:
                 for index, (kind, block_size) in enumerate(self.groups)
             ],
         )
+        config.prefix_cache_retention_interval = self.retention_interval
         self.scheduler_block_size = lcm(*(size for _, size in self.groups))
         self.manager = KVCacheManager(
             config,
@@ -55,7 +63,9 @@ class ManagerDriver:
         self.block_sizes = [size for _, size in self.groups]
         self.mamba_split = self._mamba_split() if "mamba" in self.group_kinds else None
         self.prompts = Prompts(
-            self.rng, 3 * self.scheduler_block_size, self.hash_block_size
+            self.rng,
+            self.max_prompt_blocks * self.scheduler_block_size,
+            self.hash_block_size,
         )
 
     @staticmethod

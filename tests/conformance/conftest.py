@@ -214,15 +214,16 @@ def write_fidelity(write, fidelity) -> None:
         "router fidelity (a router indexing the stream against the engine's "
         "own lookup; over/under: count (mean tokens)):"
     )
+    width = max(len(config) for config in fidelity) + 2
     write(
-        f"  {'config':<15}{'tree':<10}{'':<27}"
+        f"  {'config':<{width}}{'tree':<10}{'':<27}"
         + "".join(f"{h:>14}" for h in CELL_HEADERS)
     )
     for config, trees in fidelity.items():
         for name, rows in trees.items():
             for row, tally in rows.items():
                 write(
-                    f"  {config:<15}{name:<10}{row:<27}"
+                    f"  {config:<{width}}{name:<10}{row:<27}"
                     + "".join(f"{cell:>14}" for cell in tally.cells())
                 )
 

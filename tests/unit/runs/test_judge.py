@@ -1,5 +1,6 @@
 """An engine session's capture judged, on hand-built streams (no engine)."""
 
+import msgspec
 from support.events import cleared, payload, removed, stored
 
 from harness.contract.records import ServedRequest
@@ -61,6 +62,23 @@ def test_shared_prefix_hashes_left_live_at_the_reset_and_at_the_end_are_counted(
     assert report.shared_live_at_reset == 1
     assert report.shared_live_at_end == 1
     assert report.duplicate_stores == 0
+
+
+def test_violations_are_counted_by_the_group_of_the_event_at_fault():
+    mamba = msgspec.structs.replace(
+        stored([5], 9, block_size=4 * HBS, group=1), kv_cache_spec_kind="mamba"
+    )
+    no_hash = msgspec.structs.replace(
+        stored([], None, block_size=4 * HBS, group=1, tokens=[0] * 4 * HBS),
+        kv_cache_spec_kind="mamba",
+    )
+    report = judge(
+        session(payload(stored([1], None, block_size=4 * HBS)), payload(mamba, no_hash))
+    )
+    assert report.by_group == {
+        "group 0 (unnamed kind)": {},
+        "group 1 (mamba)": {"C1": 1, "C3": 1},
+    }
 
 
 # The e2e model's groups: Mamba (0) and attention (1), blocks of BLOCK_SIZE.
