@@ -2,7 +2,7 @@
 
 import msgspec
 
-from harness.contract.records import EventRecord
+from harness.contract.records import EventRecord, RunStart
 from harness.contract.wire import (
     AllBlocksCleared,
     BlockRemoved,
@@ -54,3 +54,22 @@ def payloads(*event_lists) -> bytes:
 def labelled(label, event) -> EventRecord:
     """An event as a workload record holds it, with the label of its cause."""
     return EventRecord(label, _encoder.encode(event))
+
+
+def run_start(**changes) -> RunStart:
+    """A workload's first record, for a pool-2x6 run unless ``changes`` say
+    otherwise."""
+    fields = {
+        "config": "pool-2x6",
+        "seed": 0,
+        "ops": 1,
+        "hash_block_size": 2,
+        "num_blocks": 24,
+        "block_sizes": [6],
+        "group_kinds": ["full_attention"],
+        "medium": "GPU",
+        "none_hash": b"\x00" * 32,
+        "int_block_hashes": True,
+        "tree": "/trees/vllm",
+    }
+    return RunStart(**(fields | changes))

@@ -2,7 +2,7 @@
 snapshots, and the tally of exact, over- and under-predictions."""
 
 import pytest
-from support.events import labelled, removed, stored
+from support.events import labelled, removed, run_start, stored
 
 from harness.contract.fidelity import Tally, replay_probes, verdict
 from harness.contract.records import (
@@ -11,26 +11,13 @@ from harness.contract.records import (
     Probe,
     ProbeRecord,
     ProbeSetup,
-    RunStart,
 )
 from harness.contract.router import Prediction
 
 # A pool of blocks of 6 tokens hashed every 2 (pool-2x6): hash i ends at
 # token 2 * (i + 1).
 H = [100 + index for index in range(9)]
-START = RunStart(
-    config="pool-2x6",
-    seed=0,
-    ops=2,
-    hash_block_size=2,
-    num_blocks=24,
-    block_sizes=[6],
-    group_kinds=["full_attention"],
-    medium="GPU",
-    none_hash=b"\x00" * 32,
-    int_block_hashes=True,
-    tree="/trees/vllm",
-)
+START = run_start(seed=0, ops=2)
 SETUP = ProbeSetup(probes_per_op=1, seed=0, alignment=2, sliding_windows=[None])
 
 

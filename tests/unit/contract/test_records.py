@@ -1,6 +1,6 @@
 """Workload records survive the file they are written to."""
 
-from support.events import labelled, stored
+from support.events import labelled, run_start, stored
 
 from harness.contract.records import (
     BookkeepingSample,
@@ -10,25 +10,12 @@ from harness.contract.records import (
     ProbeRecord,
     ProbeSetup,
     RunEnd,
-    RunStart,
     ServedRequest,
     encode_record,
     read_records,
 )
 
-START = RunStart(
-    config="pool-2x6",
-    seed=7,
-    ops=1,
-    hash_block_size=2,
-    num_blocks=24,
-    block_sizes=[6],
-    group_kinds=["full_attention"],
-    medium="GPU",
-    none_hash=b"\x00" * 32,
-    int_block_hashes=True,
-    tree="/trees/vllm",
-)
+START = run_start(seed=7, ops=1)
 
 
 def test_every_kind_of_record_reads_back_as_written(tmp_path):

@@ -7,22 +7,13 @@ import time
 
 import pytest
 from support import REPO_ROOT
+from support.cli import harness
 from support.events import payload, stored
 from support.publisher import free_port, run_with_publisher, start_publisher
 
 from harness.errors import IncompleteStream, SubscriptionError
 
 PAYLOADS = [payload(stored([1], None)), payload(stored([2], 1))]
-
-
-def harness(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_capture_writes_payloads_and_their_sequence_numbers(tmp_path):

@@ -1,26 +1,13 @@
 """The check-stream verb, run as users run it."""
 
-import subprocess
-import sys
-
 import msgpack
 import msgspec
 import pytest
-from support import REPO_ROOT
+from support.cli import harness
 from support.events import payload, removed, stored
 from support.publisher import free_port, run_with_publisher
 
 from harness.errors import IncompleteStream, UnreadableStream
-
-
-def harness(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def write(tmp_path, data: bytes) -> str:

@@ -1,21 +1,8 @@
 """The fidelity verb's usage errors: one line and status 2, before anything
 is fetched or run."""
 
-import subprocess
-import sys
-
 import pytest
-from support import REPO_ROOT
-
-
-def harness(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+from support.cli import harness
 
 
 @pytest.mark.parametrize(
