@@ -1,0 +1,16 @@
+"""The harness run as a user runs it: ``python -m harness ARGS`` in a child."""
+
+import subprocess
+import sys
+
+from support import REPO_ROOT
+
+
+def harness(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
