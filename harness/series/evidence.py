@@ -185,10 +185,15 @@ def _pytest(repo: Path, tests: PatchTests, checkout: tuple[str, ...]) -> TestRun
     shown = " \\\n    ".join(
         (f"{environment} PYTHONPATH=. {' '.join(PYTEST)}", *tests.node_ids)
     )
+    # No bytecode: a checkout that rewrites a module within the second its
+    # cached bytecode was written, at the same size (a changed digit), would
+    # otherwise run the stale module (Python checks mtime and size only).
     result = processes.run(
         [sys.executable, *PYTEST[1:], *tests.node_ids],
         cwd=repo,
-        env=tree_env(repo, with_harness=False, COLUMNS="120"),
+        env=tree_env(
+            repo, with_harness=False, COLUMNS="120", PYTHONDONTWRITEBYTECODE="1"
+        ),
     )
     lines = [line for line in result.stdout.splitlines() if _OUTCOME_LINE.match(line)]
     summaries = [
