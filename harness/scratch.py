@@ -26,6 +26,13 @@ from harness.log import progress
 PREFIX = ".harness-scratch-"
 
 
+def blocking_file(path: Path) -> Path | None:
+    """The nearest existing ancestor of ``path`` when it is not a directory
+    (so ``path`` can never be made), else None."""
+    parent = next((p for p in path.parents if p.exists()), None)
+    return parent if parent is not None and not parent.is_dir() else None
+
+
 def _prefix(purpose: str) -> str:
     return f"{PREFIX}{purpose}-"
 

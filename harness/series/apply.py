@@ -151,9 +151,8 @@ def _check_new_destination(dest: Path) -> None:
         )
     if dest.exists():
         raise OutputError(f"{dest} already exists; remove it or choose another")
-    parent = next((p for p in dest.parents if p.exists()), None)
-    if parent is not None and not parent.is_dir():
-        raise OutputError(f"cannot make {dest}: {parent} is not a directory")
+    if (blocking := scratch.blocking_file(dest)) is not None:
+        raise OutputError(f"cannot make {dest}: {blocking} is not a directory")
 
 
 def _move_into_place(tree: Path, dest: Path) -> None:

@@ -78,13 +78,13 @@ def run(args) -> int:
 
 def check_report_path(report: Path) -> None:
     """Refuse, before any work, a --report that can never be written."""
+    from harness import scratch
     from harness.errors import OutputError
 
     if report.is_dir():
         raise OutputError(f"--report {report} is a directory; give a file name")
-    parent = next((p for p in report.parents if p.exists()), None)
-    if parent is not None and not parent.is_dir():
-        raise OutputError(f"--report {report}: {parent} is not a directory")
+    if (blocking := scratch.blocking_file(report)) is not None:
+        raise OutputError(f"--report {report}: {blocking} is not a directory")
 
 
 def write_report(report: Path, text: str) -> None:
