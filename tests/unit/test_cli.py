@@ -6,6 +6,7 @@ import sys
 
 import pytest
 from support import REPO_ROOT
+from support.cli import harness
 
 from harness import cli, errors
 
@@ -164,23 +165,8 @@ def test_a_reader_that_closes_stdout_early_is_not_a_crash():
 
 def test_capture_into_a_directory_that_does_not_exist_is_one_line(tmp_path):
     out = tmp_path / "missing" / "kv.bin"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness",
-            "capture",
-            "--zmq",
-            "tcp://127.0.0.1:9",
-            "--out",
-            str(out),
-            "--timeout",
-            "1",
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = harness(
+        "capture", "--zmq", "tcp://127.0.0.1:9", "--out", str(out), "--timeout", "1"
     )
     assert result.returncode == errors.OutputError.exit_code
     assert result.stderr == f"error: {out}: {out.parent} does not exist\n"
