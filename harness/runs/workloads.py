@@ -17,10 +17,12 @@ running many workloads import the tree once.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +39,7 @@ from harness.contract.records import (
     encode_record,
 )
 from harness.contract.wire import ExternalBlockHash
-from harness.runs.drivers import CONFIGS, evict_everything, evict_free_blocks
+from harness.runs.drivers import CONFIGS, evict_everything
 from harness.runs.labeller import EventLabeller
 from harness.runs.probes import Prober
 from harness.runs.scenarios import SCENARIOS
@@ -117,11 +119,16 @@ class Recorder:
             self.stream.write(self.encoder.encode(batch))
 
 
-def build(config: str, seed: int):
+def init_hashing() -> None:
+    """vLLM's block hashing as the engine sets it up (NONE_HASH included)."""
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import init_none_hash
 
     init_none_hash(sha256)
+
+
+def build(config: str, seed: int):
+    init_hashing()
     driver = CONFIGS[config](random.Random(seed))
     return driver, EventLabeller(driver.pool, driver.group_kinds)
 
@@ -146,6 +153,35 @@ def run_start(config: str, seed: int, ops: int, driver) -> RunStart:
     )
 
 
+def record(
+    driver,
+    labeller: EventLabeller,
+    start: RunStart,
+    steps: list[Callable[[], str]],
+    out: Path,
+    stream: Path | None = None,
+    prober: Prober | None = None,
+) -> None:
+    """Write a run's records: its start, one operation per step (a step
+    drives the pool and returns the operation's name), then evicting
+    everything."""
+    with (
+        out.open("wb") as sink,
+        (
+            stream.open("wb") if stream is not None else open(os.devnull, "wb")
+        ) as stream_sink,
+    ):
+        recorder = Recorder(driver, labeller, sink, stream_sink, prober)
+        recorder.write(start)
+        if prober is not None:
+            recorder.write(prober.setup())
+        for index, step in enumerate(steps):
+            recorder.op(index, step())
+        drained = evict_everything(driver)
+        recorder.op(len(steps), "evict-everything")
+        recorder.write(RunEnd(drained))
+
+
 def run_workload(
     config: str,
     seed: int,
@@ -156,46 +192,21 @@ def run_workload(
 ) -> None:
     driver, labeller = build(config, seed)
     prober = Prober(driver, seed, probes) if probes else None
-    with (
-        out.open("wb") as sink,
-        (
-            stream.open("wb") if stream is not None else open(os.devnull, "wb")
-        ) as stream_sink,
-    ):
-        recorder = Recorder(driver, labeller, sink, stream_sink, prober)
-        recorder.write(run_start(config, seed, ops, driver))
-        if prober is not None:
-            recorder.write(prober.setup())
-        for index in range(ops):
-            recorder.op(index, driver.step())
-        drained = evict_everything(driver)
-        recorder.op(ops, "evict-everything")
-        recorder.write(RunEnd(drained))
+    start = run_start(config, seed, ops, driver)
+    record(driver, labeller, start, [driver.step] * ops, out, stream, prober)
 
 
 def run_scenario(name: str, out: Path, stream: Path | None = None) -> None:
-    """A scripted workload of harness.runs.scenarios, then evict everything."""
-    from vllm.utils.hashing import sha256
-    from vllm.v1.core.kv_cache_utils import init_none_hash
-
-    init_none_hash(sha256)
-    scenario = SCENARIOS[name]
-    driver = scenario.driver()
+    """A scripted workload of harness.runs.scenarios (its steps free what they
+    allocate, so evicting everything empties the pool)."""
+    init_hashing()
+    driver = SCENARIOS[name].driver()
     labeller = EventLabeller(driver.pool, driver.group_kinds)
-    steps = scenario.steps(driver.pool)
-    with (
-        out.open("wb") as sink,
-        (
-            stream.open("wb") if stream is not None else open(os.devnull, "wb")
-        ) as stream_sink,
-    ):
-        recorder = Recorder(driver, labeller, sink, stream_sink)
-        recorder.write(run_start(name, 0, len(steps), driver))
-        for index, step in enumerate(steps):
-            recorder.op(index, step(driver.pool))
-        drained = evict_free_blocks(driver.pool)
-        recorder.op(len(steps), "evict-everything")
-        recorder.write(RunEnd(drained))
+    steps = [
+        functools.partial(step, driver.pool)
+        for step in SCENARIOS[name].steps(driver.pool)
+    ]
+    record(driver, labeller, run_start(name, 0, len(steps), driver), steps, out, stream)
 
 
 def soak(config: str, seed: int, ops: int, sample_every: int) -> dict[str, Any]:
