@@ -287,8 +287,6 @@ def _limitations(sub: Submission) -> str:
     if not left:
         return ""
     why = {
-        "K4": "left as pristine emits them (blocks never announced, which "
-        "#44488 addresses, or a block start evicted while in use)",
         "K5": "vLLM holding one hash in several blocks, which consumers must count",
     }
     for cls in left.keys() - why.keys():

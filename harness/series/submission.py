@@ -66,9 +66,10 @@ RELATED_WORK = (
         44488,
         "optional skipped_* context on BlockStored for null or masked blocks in "
         "cache_full_blocks() (#44451)",
-        "meant to coexist: that gap (sliding window, Mamba align mode) is left "
-        "to it, and neither needs the other; nearby lines in BlockPool, so the "
-        "second to land rebases",
+        "the first patch leaves that gap (sliding window, Mamba align mode) to "
+        "it and neither needs the other; the optional fourth closes the same "
+        "gap with no new field, an alternative to it; nearby lines in "
+        "BlockPool, so the second to land rebases",
     ),
     RelatedWork(
         57339,

@@ -213,9 +213,7 @@ def test_limitations_name_what_the_patched_stream_still_shows_and_why(tmp_path):
         "Still in the patched stream: K2 first-block partial entry (3): fixed "
         "by optional follow-up commits, not in this PR, as they change the "
         "upstream tests that pin those events; K4 nothing live to hang from "
-        "(4): left as pristine emits them (blocks never announced, which "
-        "#44488 addresses, or a block start evicted while in use); K5 physical "
-        "copies (2): vLLM "
+        "(4): not addressed by these commits; K5 physical copies (2): vLLM "
         "holding one hash in several blocks, which consumers must count."
     )
     without = dict(VERDICT, conformance={"status": "passed"})
