@@ -221,3 +221,17 @@ def test_limitations_name_what_the_patched_stream_still_shows_and_why(tmp_path):
         pr_template.BUILTIN_TEMPLATE, submission(tmp_path, without)
     )
     assert "**Limitations.**" not in body
+
+
+@pytest.mark.parametrize("fixes_k4", [False, True])
+def test_wire_claim_names_the_k4_rewrites_only_where_the_tier_fixes_k4(
+    tmp_path, fixes_k4
+):
+    sub = submission(tmp_path, VERDICT)
+    fixes = {"K1", "K4"} if fixes_k4 else {"K1"}
+    sub = replace(sub, target=replace(sub.target, fixes={"default": frozenset(fixes)}))
+    claim = [
+        line for line in pr_body.claims(sub).splitlines() if "byte for byte" in line
+    ]
+    assert len(claim) == 1
+    assert ("except the stores of K4, which it rewrites" in claim[0]) == fixes_k4
