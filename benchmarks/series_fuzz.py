@@ -633,7 +633,9 @@ class ManagerFuzzer:
 
 class TreeModel:
     """A consumer that, like Dynamo's radix tree, rejects a store whose parent
-    it does not hold and drops a node's whole subtree when it is removed."""
+    it does not hold and drops a node's whole subtree when it is removed. It
+    also rejects a store whose tokens are not its hashes' (rule C3), which a
+    consumer that hashes each block's tokens, as Dynamo does, cannot index."""
 
     def __init__(self):
         self.parent: dict[Any, dict] = defaultdict(dict)
@@ -645,7 +647,8 @@ class TreeModel:
         parents, children = self.parent[view], self.children[view]
         if stored:
             parent = event.parent_block_hash
-            if parent is not None and parent not in parents:
+            spans = len(event.token_ids) == event.block_size * len(event.block_hashes)
+            if not spans or (parent is not None and parent not in parents):
                 self.rejected_stores += 1
                 return
             for block_hash in event.block_hashes:
