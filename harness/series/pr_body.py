@@ -53,6 +53,14 @@ DESIGN = (
     "them, in the same commit that reports them, so that no commit leaves a "
     "stream that leaks."
 )
+K4_DESIGN = (
+    "With K4 fixed, the stores of groups whose skipped blocks are never "
+    "announced (sliding window, Mamba align mode), or whose parent block was "
+    "evicted in use, are the only events that change: the cached blocks are "
+    "stored in runs whose tokens are exactly their hashes', each run under a "
+    "block the pool holds, the first block of a run after one it does not "
+    "hold spanning the tokens back to the nearest block it holds."
+)
 NO_MODEL_EVAL = (
     "**Model evaluation.** Not applicable: only KV events change; what is "
     "cached, looked up and computed does not."
@@ -279,7 +287,14 @@ def _evidence_block(item: PatchEvidence, count: int) -> list[str]:
 
 
 def details(sub: Submission) -> str:
-    parts = [ROOT_CAUSE, DESIGN, _limitations(sub), NO_MODEL_EVAL]
+    design = DESIGN
+    if "K4" in sub.target.fixes.get(sub.tier, frozenset()):
+        design = design.replace(
+            "and every event emitted before is emitted byte for byte",
+            "and every other event emitted before is emitted byte for byte",
+        )
+        design += " " + K4_DESIGN
+    parts = [ROOT_CAUSE, design, _limitations(sub), NO_MODEL_EVAL]
     parts += [duplicate_check(sub), ai_statement(sub)]
     return "\n\n".join(part for part in parts if part)
 

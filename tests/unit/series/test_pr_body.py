@@ -235,3 +235,13 @@ def test_wire_claim_names_the_k4_rewrites_only_where_the_tier_fixes_k4(
     ]
     assert len(claim) == 1
     assert ("except the stores of K4, which it rewrites" in claim[0]) == fixes_k4
+
+
+@pytest.mark.parametrize("fixes_k4", [False, True])
+def test_design_says_which_events_change_where_the_tier_fixes_k4(tmp_path, fixes_k4):
+    sub = submission(tmp_path, VERDICT)
+    fixes = {"K1", "K4"} if fixes_k4 else {"K1"}
+    sub = replace(sub, target=replace(sub.target, fixes={"default": frozenset(fixes)}))
+    design = pr_body.details(sub).split("**Design.** ", 1)[1].split("\n", 1)[0]
+    assert ("every other event emitted before" in design) == fixes_k4
+    assert ("runs whose tokens are exactly their hashes'" in design) == fixes_k4
