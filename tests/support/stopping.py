@@ -27,6 +27,15 @@ exec sleep 120
 """
 
 
+def default_signal_dispositions() -> None:
+    """Run in a child before it starts: the signals these tests send act as
+    they do under a terminal, even when the suite was started with them
+    ignored (under ``nohup``, or as a background job of a script), which a
+    child would otherwise inherit."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def start_harness(args, prelude: str = "", env=None) -> subprocess.Popen:
     script = (
         f"{prelude}\nimport sys\nfrom harness.cli import main\n"
@@ -39,6 +48,7 @@ def start_harness(args, prelude: str = "", env=None) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signal_dispositions,
     )
 
 

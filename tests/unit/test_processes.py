@@ -7,7 +7,13 @@ import sys
 
 import pytest
 from support import REPO_ROOT
-from support.stopping import WAITING_TOOL, end_group, is_running, wait_for
+from support.stopping import (
+    WAITING_TOOL,
+    default_signal_dispositions,
+    end_group,
+    is_running,
+    wait_for,
+)
 
 # A harness stand-in: stop signals handled as the CLI handles them, then a
 # child run to its end with processes.call.
@@ -48,6 +54,7 @@ def test_a_called_child_is_ended_with_the_harness(tmp_path, signum, slow_start):
             "HARNESS_TEST_READY": str(ready),
             "HARNESS_TEST_PID": str(pid_file),
         },
+        preexec_fn=default_signal_dispositions,
     )
     wait_for(ready, caller)
     tool_pid = int(pid_file.read_text())

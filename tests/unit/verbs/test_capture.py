@@ -10,6 +10,7 @@ from support import REPO_ROOT
 from support.cli import harness
 from support.events import payload, stored
 from support.publisher import free_port, run_with_publisher, start_publisher
+from support.stopping import default_signal_dispositions
 
 from harness.errors import IncompleteStream, SubscriptionError
 
@@ -105,6 +106,7 @@ def test_a_stopped_capture_keeps_what_arrived_and_its_summary(tmp_path, signum, 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signal_dispositions,
     )
     stop, thread = start_publisher(endpoint, PAYLOADS)
     try:
