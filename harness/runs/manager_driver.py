@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.runs.compat import NO_EAGLE, computed_blocks, end_step, partial_hash_hits
 from harness.runs.requests import VOCAB, Prompts
 
 
@@ -110,12 +111,12 @@ class ManagerDriver:
             hash_block_size=self.hash_block_size,
             max_num_scheduled_tokens=self.token_budget,
             scheduler_config=SimpleNamespace(long_prefill_token_threshold=0),
-            use_eagle_block_drop=False,
+            **NO_EAGLE,
             num_hash_lookahead_tokens=0,
-            mamba_partial_cache_hit=self.manager.coordinator.enable_partial_hash_hits,
+            mamba_partial_cache_hit=partial_hash_hits(self.manager),
             # vLLM 0.30 reads the scheduler's fine-grained switch here too.
             mamba_fine_grained_prefix_cache=(
-                self.manager.coordinator.enable_partial_hash_hits
+                partial_hash_hits(self.manager)
                 and getattr(self.manager, "mamba_fine_grained_prefix_cache", False)
             ),
             mamba_shared_prefix_checkpoint=False,
@@ -140,16 +141,13 @@ class ManagerDriver:
             self.manager.reset_prefix_cache()
         self._schedule([request for request in scheduled if request in self.running])
         # The step runs: CoW copies are done, so their endpoints are released.
-        _, retained = self.manager.take_kv_cache_block_copies()
-        self.pool.free_blocks(retained)
-        self.manager.take_new_block_ids()
-        self.manager.take_boundary_state_offloads()
+        end_step(self.manager)
         return name
 
     def _admit(self) -> None:
         request = self.prompts.next_request()
         length = request.num_tokens
-        computed, num_computed, _ = self.manager.get_computed_blocks(request)
+        computed, num_computed = computed_blocks(self.manager, request)
         num_new = self._chunk(request, length - num_computed, num_computed)
         if num_new == 0:
             return
