@@ -6,8 +6,7 @@ answers one question the same way on the older trees the backports target
 it:
 
 - 0.26: `BlockPool.emit_cached_block_events`,
-  `kv_cache_utils.resolve_block_hashes`, a single-type manager's lookup of
-  hash-block hashes (partial entries included) returning its hit length,
+  `kv_cache_utils.resolve_block_hashes`,
   `KVCacheManager.take_kv_cache_block_copies`, the coordinator's
   `enable_partial_hash_hits`, and `get_computed_blocks` returning a third
   value (the shared-prefix boundary);
@@ -82,27 +81,6 @@ def block_hashes_at(block_hashes: Any, hash_block_size: int, block_size: int) ->
     return kv_cache_utils.BlockHashListWithBlockSize(
         block_hashes, hash_block_size, block_size
     )
-
-
-def full_attention_hit(
-    manager_cls: Any, block_hashes: Any, pool: Any, block_size: int, **arguments: Any
-) -> int:
-    """The tokens `manager_cls.find_longest_cache_hit` finds cached for a
-    request's hash-block hashes in ``pool`` (``arguments``: the rest of its
-    parameters). From 0.26 the manager looks the hash-block hashes up itself,
-    partial entries included, and returns the hit's length; before, it takes
-    the hashes at its block size and returns the blocks alone: whole blocks."""
-    if getattr(manager_cls, "supports_fine_grained_hash_lookup", False):
-        _, hit = manager_cls.find_longest_cache_hit(
-            block_hashes=block_hashes, block_pool=pool, **arguments
-        )
-        return hit
-    blocks = manager_cls.find_longest_cache_hit(
-        block_hashes=block_hashes_at(block_hashes, pool.hash_block_size, block_size),
-        block_pool=pool,
-        **arguments,
-    )
-    return len(blocks[0]) * block_size
 
 
 def partial_hash_hits(manager: Any) -> bool:

@@ -10,7 +10,6 @@ from harness.runs.compat import (
     can_replace_existing_hashes,
     computed_blocks,
     end_step,
-    full_attention_hit,
     is_replacement,
     partial_hash_hits,
     pool_medium,
@@ -144,21 +143,3 @@ def test_a_step_ends_as_the_release_scheduler_ends_it(copies, offloads, calls, f
 
 def test_a_stand_in_scheduler_has_eagle_off_under_both_names():
     assert NO_EAGLE == {"use_eagle_block_drop": False, "use_eagle": False}
-
-
-class Manager026:
-    """A single-type manager from 0.26 on: hash-block hashes in, (blocks,
-    hit length) out."""
-
-    supports_fine_grained_hash_lookup = True
-
-    @classmethod
-    def find_longest_cache_hit(cls, block_hashes, block_pool, **arguments):
-        assert block_hashes == ["h2", "h4", "h6"]
-        return (["block"],), 6
-
-
-def test_a_hit_from_0_26_on_is_the_manager_s_own_length():
-    pool = SimpleNamespace(hash_block_size=2)
-    hit = full_attention_hit(Manager026, ["h2", "h4", "h6"], pool, 4, max_length=5)
-    assert hit == 6
