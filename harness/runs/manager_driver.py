@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.runs.compat import NO_EAGLE, computed_blocks, end_step, partial_hash_hits
+from harness.runs.compat import NO_EAGLE, take_boundary_state_offloads
 from harness.runs.requests import VOCAB, Prompts
 
 
@@ -113,10 +113,10 @@ class ManagerDriver:
             scheduler_config=SimpleNamespace(long_prefill_token_threshold=0),
             **NO_EAGLE,
             num_hash_lookahead_tokens=0,
-            mamba_partial_cache_hit=partial_hash_hits(self.manager),
+            mamba_partial_cache_hit=self.manager.coordinator.enable_partial_hash_hits,
             # vLLM 0.30 reads the scheduler's fine-grained switch here too.
             mamba_fine_grained_prefix_cache=(
-                partial_hash_hits(self.manager)
+                self.manager.coordinator.enable_partial_hash_hits
                 and getattr(self.manager, "mamba_fine_grained_prefix_cache", False)
             ),
             mamba_shared_prefix_checkpoint=False,
@@ -141,13 +141,16 @@ class ManagerDriver:
             self.manager.reset_prefix_cache()
         self._schedule([request for request in scheduled if request in self.running])
         # The step runs: CoW copies are done, so their endpoints are released.
-        end_step(self.manager)
+        _, retained = self.manager.take_kv_cache_block_copies()
+        self.pool.free_blocks(retained)
+        self.manager.take_new_block_ids()
+        take_boundary_state_offloads(self.manager)
         return name
 
     def _admit(self) -> None:
         request = self.prompts.next_request()
         length = request.num_tokens
-        computed, num_computed = computed_blocks(self.manager, request)
+        computed, num_computed, _ = self.manager.get_computed_blocks(request)
         num_new = self._chunk(request, length - num_computed, num_computed)
         if num_new == 0:
             return
