@@ -40,6 +40,15 @@ parent it does not hold and drops a node's subtree when the node is
 removed). After every operation each model's *misses* are the hashes the
 pool holds that the model does not.
 
+A C6 finding on a hash the baseline's view also keeps live while the pool
+does not hold it is ``C6:leak`` (pristine stores some held hashes twice and
+removes them once, and its own C6 misses such a hash whenever a store names
+it as a parent); a tier's ``C6:leak`` is bounded by every hash the baseline
+leaks at that point. A tier may rewrite a baseline store that breaks C1 or
+C3, or whose call named a parent the pool did not hold (contract rule C7,
+for a tier that fixes K4); any other baseline event it drops or reorders
+counts as worse.
+
 Per tier the script prints, per class: the total on both trees and the
 operations where the tier has more than the baseline (must be 0); per model:
 misses summed over operations on both trees and the operations where the
@@ -283,6 +292,11 @@ class Fuzzer:
         mask = None
         if group == self.sparse and self.rng.random() < 0.3:
             mask = [self.rng.random() < 0.7 for _ in range(num_full - num_cached)]
+        label = "full-sparse" if group == self.sparse else "full"
+        if num_cached and not self.held(
+            group, request.block_hashes[num_cached * block_size // self.hbs - 1]
+        ):
+            label += "-unheld-parent"
         self.pool.cache_full_blocks(
             request=request,
             blocks=blocks,
@@ -293,7 +307,7 @@ class Fuzzer:
             block_mask=mask,
         )
         running["cached"][group] = num_full
-        self.take("full-sparse" if group == self.sparse else "full")
+        self.take(label)
 
     def tail_boundary(self, request, group: int, limit: int) -> int:
         """The prompt-tail boundary FullAttentionManager registers."""
@@ -619,7 +633,9 @@ class ManagerFuzzer:
 
 class TreeModel:
     """A consumer that, like Dynamo's radix tree, rejects a store whose parent
-    it does not hold and drops a node's whole subtree when it is removed."""
+    it does not hold and drops a node's whole subtree when it is removed. It
+    also rejects a store whose tokens are not its hashes' (rule C3), which a
+    consumer that hashes each block's tokens, as Dynamo does, cannot index."""
 
     def __init__(self):
         self.parent: dict[Any, dict] = defaultdict(dict)
@@ -631,7 +647,8 @@ class TreeModel:
         parents, children = self.parent[view], self.children[view]
         if stored:
             parent = event.parent_block_hash
-            if parent is not None and parent not in parents:
+            spans = len(event.token_ids) == event.block_size * len(event.block_hashes)
+            if not spans or (parent is not None and parent not in parents):
                 self.rejected_stores += 1
                 return
             for block_hash in event.block_hashes:
@@ -762,7 +779,17 @@ def fuzz(config: str, seed: int, ops: int) -> dict[str, Any]:
         fuzzer.calls.update(repr(sorted(map(sorted, held.values()))).encode())
         seen = len(checker.violations)
         checker.check_pool(held)
-        found += [("C6", None)] * (len(checker.violations) - seen)
+        c6 = [
+            [v.detail.split(":")[0], repr(v.hashes[0])]
+            for v in checker.violations[seen:]
+        ]
+        found += [("C6", None)] * len(c6)
+        unheld_live = [
+            [f"view {view}", repr(block_hash)]
+            for view, live in checker.views.items()
+            for block_hash in live
+            if block_hash not in held.get(view, ())
+        ]
         misses = Counter()
         for view, hashes in held.items():
             live = checker.views.get(view, {})
@@ -777,6 +804,8 @@ def fuzz(config: str, seed: int, ops: int) -> dict[str, Any]:
                     for (label, _), data in zip(labelled, encoded, strict=True)
                 ],
                 "found": found,
+                "c6": c6,
+                "unheld_live": unheld_live,
                 "misses": dict(misses),
             }
         )
@@ -857,31 +886,70 @@ class Child:
         self.log_file.close()
 
 
-def classes(record: dict[str, Any], added: set[int]) -> Counter:
-    """``RULE:LABEL[+added]`` for each violation of one operation."""
+def classes(
+    record: dict[str, Any], added: set[int], baseline: dict[str, Any] | None = None
+) -> Counter:
+    """``RULE:LABEL[+added]`` for each violation of one operation.
+
+    A C6 finding on a hash that the baseline's view (``baseline``, or the
+    record's own) keeps live while the pool does not hold it is ``C6:leak``:
+    pristine stores some held hashes twice and removes them once, so its
+    view keeps them after the pool lets them go. A leaked hash is a C6
+    finding only while no store names it as its parent, so `Tally` bounds a
+    tier's ``C6:leak`` by every hash the baseline leaks, shown or not.
+    """
     found: Counter = Counter()
+    leaks = {tuple(pair) for pair in (baseline or record)["unheld_live"]}
+    for view, block_hash in record["c6"]:
+        if (view, block_hash) in leaks:
+            found["C6:leak"] += 1
+    found["C6"] -= found["C6:leak"]
     for rule, index in record["found"]:
         if index is None:
             found[rule] += 1
             continue
         label = record["events"][index][0]
         found[f"{rule}:{label}{'+added' if index in added else ''}"] += 1
-    return found
+    return +found
 
 
-def added_events(baseline: list, patched: list) -> set[int] | None:
-    """Indexes of the patched events the baseline does not have, matching
-    the baseline's events in order (None: one is missing or reordered)."""
-    matched, start = set(), 0
-    for wanted in baseline:
+# Labels of the calls whose stores can name a parent the pool does not hold
+# (class K4): a full block after one the pool does not hold, an entry in a
+# block whose start it does not hold, an entry that ends its block.
+UNHELD_PARENT_LABELS = ("-unheld-parent", "-unheld-start", "-block-end")
+
+
+def rewritable_events(record: dict[str, Any]) -> set[int]:
+    """Indexes of the baseline's events a strict patch may rewrite (contract
+    rule C7): stores that break C1 or C3 themselves, or that come from a call
+    whose stores can name a parent the pool does not hold, which only a leak
+    (see `classes`) keeps live in a view."""
+    broken = {index for rule, index in record["found"] if rule in ("C1", "C3")}
+    return broken | {
+        index
+        for index, (label, _) in enumerate(record["events"])
+        if any(mark in label for mark in UNHELD_PARENT_LABELS)
+    }
+
+
+def added_events(
+    baseline: list, patched: list, rewritable: set[int] = frozenset()
+) -> tuple[set[int], set[int]] | None:
+    """Indexes of the patched events the baseline does not have, and of the
+    baseline's events the patched run rewrote, matching the baseline's events
+    in order (None: one that is not rewritable is missing or reordered)."""
+    matched, rewritten, start = set(), set(), 0
+    for position, wanted in enumerate(baseline):
         for index in range(start, len(patched)):
             if patched[index] == wanted:
                 matched.add(index)
                 start = index + 1
                 break
         else:
-            return None
-    return set(range(len(patched))) - matched
+            if position not in rewritable:
+                return None
+            rewritten.add(position)
+    return set(range(len(patched))) - matched, rewritten
 
 
 class Tally:
@@ -895,6 +963,7 @@ class Tally:
         self.better_miss_ops: Counter = Counter()
         self.rejections: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         self.reordered = 0
+        self.rewritten = 0
         self.mismatched_calls: list[str] = []
         self.witnesses: list[str] = []
         self.ops = 0
@@ -908,15 +977,24 @@ class Tally:
                 self.rejections[label][index] += value
         for op, (old, new) in enumerate(zip(base["ops"], tier["ops"], strict=True)):
             self.ops += 1
-            added = added_events(old["events"], new["events"])
-            if added is None:
+            aligned = added_events(old["events"], new["events"], rewritable_events(old))
+            if aligned is None:
                 self.reordered += 1
-                added = set()
-            before, after = classes(old, set()), classes(new, added)
+                aligned = set(), set()
+                if len(self.witnesses) < show:
+                    self.witnesses.append(
+                        f"{run} op {op} ({new['name']}): baseline events missing "
+                        "or reordered"
+                    )
+            added, rewritten = aligned
+            self.rewritten += len(rewritten)
+            before, after = classes(old, set()), classes(new, added, old)
+            bound = before.copy()
+            bound["C6:leak"] = len(old["unheld_live"])
             for cls in before | after:
                 self.totals[cls]["baseline"] += before[cls]
                 self.totals[cls]["tier"] += after[cls]
-                if after[cls] > before[cls]:
+                if after[cls] > bound[cls]:
                     self.worse_ops[cls] += 1
                     if len(self.witnesses) < show:
                         self.witnesses.append(
@@ -976,7 +1054,9 @@ class Tally:
             f"tree model rejections (stores / removals): {base} "
             f"{base_rej[0]:,} / {base_rej[1]:,}, {tier} {tier_rej[0]:,} / "
             f"{tier_rej[1]:,}",
-            f"operations whose baseline events are missing or reordered in "
+            f"{base} events {tier} rewrote (each broke C1 or C3, or named a "
+            f"parent the pool did not hold): {self.rewritten:,}",
+            f"operations where other {base} events are missing or reordered in "
             f"{tier}: {self.reordered}",
         ]
         if self.mismatched_calls:

@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.consumers.dynamo import DynamoAdapter, blocks_in, dynamo_core
 from harness.contract.checker import StreamChecker
-from harness.contract.classes import align
+from harness.contract.classes import matched_events
 from harness.contract.records import OpRecord, Record, RunEnd, read_records
 from harness.contract.wire import BlockRemoved, BlockStored, KVCacheEvent, decode_event
 from harness.log import progress
@@ -106,7 +106,7 @@ def added_events(
     after = [record for record in patched if isinstance(record, OpRecord)]
     added = set()
     for old, new in zip(before, after, strict=True):
-        kept = set(align(old.events, new.events) or ())
+        kept = matched_events(old.events, new.events)
         added |= {(new.index, i) for i in range(len(new.events)) if i not in kept}
     return frozenset(added)
 

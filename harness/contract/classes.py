@@ -149,7 +149,9 @@ def classify(run: Run, violation: Violation) -> str:
 # --------------------------------------------------------------------------
 
 
-def wire_differences(pristine: Run, patched: Run) -> list[str]:
+def wire_differences(
+    pristine: Run, patched: Run, rewrites_k4: bool = False
+) -> list[str]:
     """C7 findings, empty when the patched run only adds allowed events.
 
     Per operation, the pristine events must appear byte for byte and in
@@ -162,21 +164,39 @@ def wire_differences(pristine: Run, patched: Run) -> list[str]:
     - a boundary stored again right after the pool removed its own entry of
       it in the same operation, because some chain still leads through it;
     - or a removal of hashes such stores added.
+
+    A tier that fixes K4 (``rewrites_k4``) may also rewrite the pristine
+    stores of class K4 (`rewritable_stores`): they may be missing, every
+    hash they stored must be stored by the patched operation, and an added
+    store may then carry only their hashes, or be the first boundary of an
+    ancestry chain spanning back (one hash, ``block_size`` a multiple of
+    ``hash_block_size``).
     """
     findings = []
     if [op.name for op in pristine.ops] != [op.name for op in patched.ops]:
         return ["the two trees ran different operations for the same seed"]
     hbs = patched.start.hash_block_size
+    rewritable = rewritable_stores(pristine) if rewrites_k4 else {}
     ancestry: set = set()
     for before, after in zip(pristine.ops, patched.ops, strict=True):
-        matches = align(before.events, after.events)
+        optional = rewritable.get(before.index, set())
+        matches = align(before.events, after.events, optional)
         if matches is None:
             findings.append(f"op {before.index}: pristine events missing or reordered")
             continue
+        rewritten = {
+            block_hash
+            for position, match in enumerate(matches)
+            if match is None
+            for block_hash in decode_event(before.events[position].data).block_hashes
+        }
         added = set(range(len(after.events))) - set(matches)
         removed_here: set = set()
+        stored_here: set = set()
         for index, event_record in enumerate(after.events):
             event = decode_event(event_record.data)
+            if isinstance(event, BlockStored):
+                stored_here.update(event.block_hashes)
             if index not in added:
                 if isinstance(event, BlockRemoved):
                     removed_here.update(event.block_hashes)
@@ -186,7 +206,16 @@ def wire_differences(pristine: Run, patched: Run) -> list[str]:
                 registration = event_record.label.startswith("partial:")
                 hashes = set(event.block_hashes)
                 restored = bool(hashes) and hashes <= removed_here
-                if event.block_size != hbs or not event.block_hashes:
+                if rewritten and hashes and hashes <= rewritten:
+                    continue
+                spans_back = (
+                    rewrites_k4
+                    and registration
+                    and len(hashes) == 1
+                    and event.block_size % hbs == 0
+                    and len(event.token_ids) == event.block_size
+                )
+                if (event.block_size != hbs and not spans_back) or not hashes:
                     findings.append(f"{where}: added store is not an ancestry store")
                 elif not (restored or registration):
                     findings.append(
@@ -200,23 +229,62 @@ def wire_differences(pristine: Run, patched: Run) -> list[str]:
                     findings.append(f"{where}: added removal of a non-ancestry hash")
             else:
                 findings.append(f"{where}: added {type(event).__name__}")
+        if not rewritten <= stored_here:
+            findings.append(
+                f"op {before.index}: a rewritten pristine store's hash is not stored"
+            )
     return findings
 
 
-def align(pristine_events, patched_events) -> list[int] | None:
+# The labels (before "@") of the calls whose stores name a parent the pool
+# does not hold (K4), which only a pristine leak can keep live in a view:
+# pristine stores some held hashes twice and removes them once.
+UNHELD_PARENT_KINDS = {"full-unheld-parent"} | {
+    kind for kind, name in C1_CLASSES.items() if name == "K4"
+}
+
+
+def rewritable_stores(pristine: Run) -> dict[int, set[int]]:
+    """Per operation, the pristine stores a tier that fixes K4 may rewrite:
+    those of class K4 (C1 or C3), and those that name a parent the pool does
+    not hold although a leak keeps it live."""
+    found: dict[int, set[int]] = {}
+    for name, violation in pristine.findings:
+        if name == "K4":
+            found.setdefault(violation.batch, set()).add(violation.event)
+    for op in pristine.ops:
+        for index, event in enumerate(op.events):
+            if event.label.partition("@")[0] in UNHELD_PARENT_KINDS:
+                found.setdefault(op.index, set()).add(index)
+    return found
+
+
+def align(
+    pristine_events, patched_events, optional: set[int] = frozenset()
+) -> list[int | None] | None:
     """For each pristine event, the index of the patched event that repeats
-    it byte for byte, matching in order (None if one has no match)."""
-    matches = []
+    it byte for byte, matching in order; None for an ``optional`` one with
+    no match (the whole result is None if another one has no match)."""
+    matches: list[int | None] = []
     start = 0
-    for wanted in pristine_events:
+    for position, wanted in enumerate(pristine_events):
         for index in range(start, len(patched_events)):
             if patched_events[index].data == wanted.data:
                 matches.append(index)
                 start = index + 1
                 break
         else:
-            return None
+            if position not in optional:
+                return None
+            matches.append(None)
     return matches
+
+
+def matched_events(pristine_events, patched_events) -> set[int]:
+    """Indexes of the patched events that repeat a pristine event byte for
+    byte, in order; a pristine event the tier rewrote matches none."""
+    every = set(range(len(pristine_events)))
+    return set(align(pristine_events, patched_events, every)) - {None}
 
 
 def live_restores(run: Run) -> set[tuple[int, int]]:
@@ -257,7 +325,7 @@ def new_live_stores(pristine: Run, patched: Run) -> list[LiveStore]:
     before, after = live_restores(pristine), live_restores(patched)
     found = []
     for old, new in zip(pristine.ops, patched.ops, strict=True):
-        matches = align(old.events, new.events) or []
+        matches = align(old.events, new.events, set(range(len(old.events))))
         expected = {matches[i] for i in range(len(matches)) if (old.index, i) in before}
         for index, record in enumerate(new.events):
             if (new.index, index) in after and index not in expected:

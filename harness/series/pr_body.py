@@ -53,6 +53,14 @@ DESIGN = (
     "them, in the same commit that reports them, so that no commit leaves a "
     "stream that leaks."
 )
+K4_DESIGN = (
+    "With K4 fixed, the stores of groups whose skipped blocks are never "
+    "announced (sliding window, Mamba align mode), or whose parent block was "
+    "evicted in use, are the only events that change: the cached blocks are "
+    "stored in runs whose tokens are exactly their hashes', each run under a "
+    "block the pool holds, the first block of a run after one it does not "
+    "hold spanning the tokens back to the nearest block it holds."
+)
 NO_MODEL_EVAL = (
     "**Model evaluation.** Not applicable: only KV events change; what is "
     "cached, looked up and computed does not."
@@ -116,11 +124,18 @@ def claims(sub: Submission) -> str:
         )
     conformance = sub.verdict.get("conformance", {})
     if conformance.get("status") == "passed":
+        rewrites = (
+            ", except the stores of K4, which it rewrites (every hash they "
+            "stored is stored in the same operation, under a parent the pool "
+            "holds)"
+            if "K4" in fixes
+            else ""
+        )
         lines.append(
             f"- {title('C7')}: on every workload the patched stream is the "
             "pristine stream byte for byte plus the added stores and their "
-            "removals; no class of violation grows, and removal soundness, hash "
-            "fidelity, no leaks and pool fidelity hold."
+            f"removals{rewrites}; no class of violation grows, and removal "
+            "soundness, hash fidelity, no leaks and pool fidelity hold."
         )
     tally = sub.verdict.get("pristine", {}).get("tally", {})
     added = sub.verdict.get("added", {})
@@ -272,7 +287,14 @@ def _evidence_block(item: PatchEvidence, count: int) -> list[str]:
 
 
 def details(sub: Submission) -> str:
-    parts = [ROOT_CAUSE, DESIGN, _limitations(sub), NO_MODEL_EVAL]
+    design = DESIGN
+    if "K4" in sub.target.fixes.get(sub.tier, frozenset()):
+        design = design.replace(
+            "and every event emitted before is emitted byte for byte",
+            "and every other event emitted before is emitted byte for byte",
+        )
+        design += " " + K4_DESIGN
+    parts = [ROOT_CAUSE, design, _limitations(sub), NO_MODEL_EVAL]
     parts += [duplicate_check(sub), ai_statement(sub)]
     return "\n\n".join(part for part in parts if part)
 
@@ -287,8 +309,6 @@ def _limitations(sub: Submission) -> str:
     if not left:
         return ""
     why = {
-        "K4": "left as pristine emits them (blocks never announced, which "
-        "#44488 addresses, or a block start evicted while in use)",
         "K5": "vLLM holding one hash in several blocks, which consumers must count",
     }
     for cls in left.keys() - why.keys():

@@ -59,16 +59,18 @@ RELATED_WORK = (
         "(draft, stacked on #44488) the same defect: fills the skipped_* fields "
         "that #44488 adds to BlockStored",
         "an alternative, not a complement: it adds no field, keeps every "
-        "existing event byte for byte, and also removes what it reports; one of "
-        "the two should land",
+        "existing event byte for byte (but the K4 stores, which an optional "
+        "commit rewrites), and also removes what it reports; one of the two "
+        "should land",
     ),
     RelatedWork(
         44488,
         "optional skipped_* context on BlockStored for null or masked blocks in "
         "cache_full_blocks() (#44451)",
-        "meant to coexist: that gap (sliding window, Mamba align mode) is left "
-        "to it, and neither needs the other; nearby lines in BlockPool, so the "
-        "second to land rebases",
+        "the first commit leaves that gap (sliding window, Mamba align mode) "
+        "to it and neither needs the other; an optional commit (K4) closes the "
+        "same gap with no new field, an alternative to it; nearby lines in "
+        "BlockPool, so the second to land rebases",
     ),
     RelatedWork(
         57339,

@@ -19,7 +19,7 @@ design, each test saying why:
 
 import pytest
 
-from harness.contract.classes import align
+from harness.contract.classes import matched_events
 from harness.contract.router import FULL_ATTENTION
 from harness.contract.wire import BlockStored, decode_event
 from harness.runs.drivers import CONFIGS
@@ -38,7 +38,7 @@ def added_store_hashes(pristine, patched) -> set:
     (C7 aligns the two streams operation by operation)."""
     found = set()
     for before, after in zip(pristine.ops, patched.ops, strict=True):
-        matched = set(align(before.events, after.events) or ())
+        matched = matched_events(before.events, after.events)
         for index, record in enumerate(after.events):
             if index not in matched:
                 event = decode_event(record.data)

@@ -16,9 +16,8 @@ def labels_of(*classes: str) -> tuple[str, ...]:
 # First registrations of a partial entry past the first cache block (class K1),
 # which the default tier reports the ancestry of.
 FIRST_REGISTRATIONS = labels_of("K1")
-# The partial-entry calls of K1, K2 and K3, which the strict tier covers (K4,
-# an entry with nothing live to hang ancestry from, is measured, not fixed).
-PARTIAL_ENTRIES = labels_of("K1", "K2", "K3")
+# The partial-entry calls of every class, all of which the strict tier fixes.
+PARTIAL_ENTRIES = labels_of("K1", "K2", "K3", "K4")
 
 
 def test_default_tier_first_registrations_name_no_unreported_parent(comparisons):
@@ -28,10 +27,14 @@ def test_default_tier_first_registrations_name_no_unreported_parent(comparisons)
     assert comparison.patched.rejected_by(STORE, FIRST_REGISTRATIONS, STREAM) == 0
 
 
-def test_strict_tier_partial_entries_name_no_unreported_parent(comparisons):
+def test_strict_tier_stores_name_no_unreported_parent(comparisons):
+    """K1-K4: no store, of a partial entry or of full blocks (the skipped
+    blocks of sliding window and Mamba, a parent evicted in use), is refused
+    for a reason the stream causes."""
     comparison = comparisons["strict"]
     assert comparison.pristine.rejected_by(STORE, PARTIAL_ENTRIES, STREAM)
-    assert comparison.patched.rejected_by(STORE, PARTIAL_ENTRIES, STREAM) == 0
+    assert comparison.pristine.rejected_by(STORE, "full", STREAM)
+    assert comparison.patched.rejected_by(STORE, "", STREAM) == 0
 
 
 @pytest.mark.parametrize("tier", TIERS)

@@ -200,3 +200,52 @@ def test_c7_refuses_a_pristine_event_that_went_missing():
     assert wire_differences(pristine, patched) == [
         "op 0: pristine events missing or reordered"
     ]
+
+
+# A Mamba (align mode) call that cached the second block only: pristine's
+# store names no hash for the first block's tokens (C3, class K4).
+SKIPPED_FIRST = ("full@mamba", stored([H[8]], None, block_size=4, tokens=TOKENS))
+SPANNED = ("full@mamba", stored([H[8]], None, block_size=8, tokens=TOKENS))
+
+
+def test_c7_lets_a_tier_that_fixes_k4_rewrite_a_k4_store():
+    pristine = replay(run_of([SKIPPED_FIRST]))
+    patched = replay(run_of([SPANNED]))
+    assert pristine.classes["K4"] == 1 and patched.findings == []
+    assert wire_differences(pristine, patched, rewrites_k4=True) == []
+    assert wire_differences(pristine, patched) == [
+        "op 0: pristine events missing or reordered"
+    ]
+
+
+def test_c7_lets_no_tier_rewrite_a_store_outside_k4():
+    pristine = replay(run_of([(FULL, full_block()), ENTRY]))
+    spanned_entry = stored([H[8]], H[4], block_size=4, tokens=TOKENS[4:])
+    patched = replay(run_of([(FULL, full_block()), (ENTRY[0], spanned_entry)]))
+    assert wire_differences(pristine, patched, rewrites_k4=True) == [
+        "op 0: pristine events missing or reordered"
+    ]
+
+
+def test_c7_refuses_a_rewrite_that_drops_a_hash():
+    pristine = replay(run_of([SKIPPED_FIRST]))
+    patched = replay(run_of([]))
+    assert wire_differences(pristine, patched, rewrites_k4=True) == [
+        "op 0: a rewritten pristine store's hash is not stored"
+    ]
+
+
+def test_c7_lets_a_tier_that_fixes_k4_span_a_chain_back():
+    """The chain of an entry in a block whose start the pool does not hold
+    starts at the block's first boundary, spanning the tokens from the
+    nearest block start the pool holds (here the root)."""
+    label = "partial:first-unheld-start@full_attention"
+    span = (label, stored([H[6]], None, block_size=6, tokens=TOKENS[:6]))
+    entry = (label, ENTRY[1])
+    pristine = replay(run_of([entry]))
+    patched = replay(run_of([span, entry]))
+    assert pristine.classes["K4"] == 1 and patched.findings == []
+    assert wire_differences(pristine, patched, rewrites_k4=True) == []
+    assert wire_differences(pristine, patched) == [
+        f"op 0 ({label}): added store is not an ancestry store"
+    ]

@@ -213,9 +213,7 @@ def test_limitations_name_what_the_patched_stream_still_shows_and_why(tmp_path):
         "Still in the patched stream: K2 first-block partial entry (3): fixed "
         "by optional follow-up commits, not in this PR, as they change the "
         "upstream tests that pin those events; K4 nothing live to hang from "
-        "(4): left as pristine emits them (blocks never announced, which "
-        "#44488 addresses, or a block start evicted while in use); K5 physical "
-        "copies (2): vLLM "
+        "(4): not addressed by these commits; K5 physical copies (2): vLLM "
         "holding one hash in several blocks, which consumers must count."
     )
     without = dict(VERDICT, conformance={"status": "passed"})
@@ -223,3 +221,27 @@ def test_limitations_name_what_the_patched_stream_still_shows_and_why(tmp_path):
         pr_template.BUILTIN_TEMPLATE, submission(tmp_path, without)
     )
     assert "**Limitations.**" not in body
+
+
+@pytest.mark.parametrize("fixes_k4", [False, True])
+def test_wire_claim_names_the_k4_rewrites_only_where_the_tier_fixes_k4(
+    tmp_path, fixes_k4
+):
+    sub = submission(tmp_path, VERDICT)
+    fixes = {"K1", "K4"} if fixes_k4 else {"K1"}
+    sub = replace(sub, target=replace(sub.target, fixes={"default": frozenset(fixes)}))
+    claim = [
+        line for line in pr_body.claims(sub).splitlines() if "byte for byte" in line
+    ]
+    assert len(claim) == 1
+    assert ("except the stores of K4, which it rewrites" in claim[0]) == fixes_k4
+
+
+@pytest.mark.parametrize("fixes_k4", [False, True])
+def test_design_says_which_events_change_where_the_tier_fixes_k4(tmp_path, fixes_k4):
+    sub = submission(tmp_path, VERDICT)
+    fixes = {"K1", "K4"} if fixes_k4 else {"K1"}
+    sub = replace(sub, target=replace(sub.target, fixes={"default": frozenset(fixes)}))
+    design = pr_body.details(sub).split("**Design.** ", 1)[1].split("\n", 1)[0]
+    assert ("every other event emitted before" in design) == fixes_k4
+    assert ("runs whose tokens are exactly their hashes'" in design) == fixes_k4
