@@ -13,6 +13,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from harness.runs.compat import is_replacement
+
 # Labels (prefix before "@"; the suffix is the group's KVCacheSpecKind):
 #   partial:first             first registration of a partial entry
 #   partial:first-block       ... inside the request's first cache block
@@ -85,7 +87,7 @@ class EventLabeller:
             num_tokens = arguments["num_tokens"]
             group = arguments["kv_cache_group_id"]
             request = arguments["request"]
-            if arguments["replace_existing_hashes"]:
+            if is_replacement(arguments):
                 kind = "replace"
             elif self._holds(block, request, num_tokens, group):
                 return f"partial:cached@{self.group_kinds[group]}"

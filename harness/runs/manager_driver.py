@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.runs.compat import NO_EAGLE, take_boundary_state_offloads
 from harness.runs.requests import VOCAB, Prompts
 
 
@@ -110,7 +111,7 @@ class ManagerDriver:
             hash_block_size=self.hash_block_size,
             max_num_scheduled_tokens=self.token_budget,
             scheduler_config=SimpleNamespace(long_prefill_token_threshold=0),
-            use_eagle_block_drop=False,
+            **NO_EAGLE,
             num_hash_lookahead_tokens=0,
             mamba_partial_cache_hit=self.manager.coordinator.enable_partial_hash_hits,
             # vLLM 0.30 reads the scheduler's fine-grained switch here too.
@@ -143,7 +144,7 @@ class ManagerDriver:
         _, retained = self.manager.take_kv_cache_block_copies()
         self.pool.free_blocks(retained)
         self.manager.take_new_block_ids()
-        self.manager.take_boundary_state_offloads()
+        take_boundary_state_offloads(self.manager)
         return name
 
     def _admit(self) -> None:

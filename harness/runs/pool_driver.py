@@ -14,6 +14,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.runs.compat import can_replace_existing_hashes
 from harness.runs.requests import VOCAB, Prompts, cdiv
 
 
@@ -169,7 +170,7 @@ class PoolDriver:
 
     def op_replace(self) -> None:
         """Re-key a request's tail block in place (a Mamba checkpoint does)."""
-        if not self.running:
+        if not self.running or not can_replace_existing_hashes(self.pool):
             return
         running = self.rng.choice(self.running)
         request, bs = running.request, self.block_size

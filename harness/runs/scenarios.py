@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from harness.runs.compat import replacement
 from harness.runs.pool_driver import PoolDriver
 from harness.runs.requests import make_request
 
@@ -90,7 +91,7 @@ def evicted_block_start(replace: bool) -> Callable[[Any], list[Step]]:
 
         def register(pool) -> str:
             pool.cache_partial_block(
-                b, b_blocks[1], 16, 0, 12, replace_existing_hashes=replace
+                b, b_blocks[1], 16, 0, 12, **replacement(pool, replace)
             )
             return "replace-entry-at-16" if replace else "register-entry-at-16"
 

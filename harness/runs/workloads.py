@@ -39,6 +39,7 @@ from harness.contract.records import (
     encode_record,
 )
 from harness.contract.wire import ExternalBlockHash
+from harness.runs.compat import pool_medium
 from harness.runs.drivers import CONFIGS, evict_everything
 from harness.runs.labeller import EventLabeller
 from harness.runs.probes import Prober
@@ -146,7 +147,7 @@ def run_start(config: str, seed: int, ops: int, driver) -> RunStart:
         num_blocks=driver.pool.num_gpu_blocks,
         block_sizes=driver.block_sizes,
         group_kinds=driver.group_kinds,
-        medium=driver.pool.medium,
+        medium=pool_medium(driver.pool),
         none_hash=kv_cache_utils.NONE_HASH,
         int_block_hashes=envs.VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES,
         tree=os.path.dirname(os.path.dirname(vllm.__file__)),

@@ -9,6 +9,8 @@ once on both trees instead of retrying the network for minutes.
 import os
 from pathlib import Path
 
+from harness.trees.cpu_platform import CPU_PLATFORM_VARIABLE
+
 # The environment of every upstream test run, pristine and patched alike; it
 # is part of the key of cached pristine outcomes.
 UPSTREAM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"}
@@ -38,4 +40,18 @@ def tree_env(tree: Path | None, with_harness: bool = True, **extra: str) -> dict
     if with_harness:
         paths.append(str(harness_root()))
     env = UPSTREAM_ENV if tree is not None else {"HF_HUB_OFFLINE": "1"}
+    if tree is not None and not selects_cpu_from_env(tree):
+        env = {**env, CPU_PLATFORM_VARIABLE: "1"}
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **env, **extra}
+
+
+def selects_cpu_from_env(tree: Path) -> bool:
+    """Whether the tree's vLLM takes its CPU platform from
+    VLLM_TARGET_DEVICE (0.28 on); before, the harness's platform plugin
+    selects it (harness.trees.cpu_platform). A tree without the module is
+    left to itself."""
+    platforms = tree / "vllm" / "platforms" / "__init__.py"
+    try:
+        return "VLLM_TARGET_DEVICE" in platforms.read_text(encoding="utf-8")
+    except OSError:
+        return True

@@ -1,0 +1,64 @@
+"""The environment of a process inside a vLLM tree: the CPU platform chosen
+the way the tree's own release chooses it, or by the harness's plugin."""
+
+from pathlib import Path
+
+import pytest
+
+from harness.trees import cpu_platform
+from harness.trees.env import selects_cpu_from_env, tree_env
+
+# cpu_platform_plugin() as vLLM 0.27 has it (the installed version decides)
+# and as 0.28 on (VLLM_TARGET_DEVICE decides first).
+BEFORE_028 = """
+def cpu_platform_plugin() -> str | None:
+    is_cpu = vllm_version_matches_substr("cpu")
+"""
+FROM_028 = """
+def cpu_platform_plugin() -> str | None:
+    is_cpu = envs.VLLM_TARGET_DEVICE == "cpu"
+"""
+
+
+def tree(root: Path, platforms: str | None) -> Path:
+    if platforms is not None:
+        module = root / "vllm" / "platforms" / "__init__.py"
+        module.parent.mkdir(parents=True)
+        module.write_text(platforms)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("platforms", "plugin"),
+    [(BEFORE_028, True), (FROM_028, False), (None, False)],
+    ids=["before-0.28", "0.28-on", "no-vllm"],
+)
+def test_the_plugin_is_switched_on_only_for_trees_that_ignore_the_device(
+    tmp_path, monkeypatch, platforms, plugin
+):
+    monkeypatch.delenv(cpu_platform.CPU_PLATFORM_VARIABLE, raising=False)
+    root = tree(tmp_path, platforms)
+    assert selects_cpu_from_env(root) is not plugin
+    env = tree_env(root)
+    assert env["VLLM_TARGET_DEVICE"] == "cpu"
+    assert (env.get(cpu_platform.CPU_PLATFORM_VARIABLE) == "1") is plugin
+
+
+def test_an_installed_engine_is_left_to_its_own_platform(monkeypatch):
+    monkeypatch.delenv(cpu_platform.CPU_PLATFORM_VARIABLE, raising=False)
+    monkeypatch.delenv("VLLM_TARGET_DEVICE", raising=False)
+    env = tree_env(None)
+    assert cpu_platform.CPU_PLATFORM_VARIABLE not in env
+    assert "VLLM_TARGET_DEVICE" not in env
+
+
+@pytest.mark.parametrize(
+    ("value", "platform"),
+    [("1", "vllm.platforms.cpu.CpuPlatform"), (None, None), ("0", None)],
+)
+def test_the_plugin_declines_unless_switched_on(monkeypatch, value, platform):
+    if value is None:
+        monkeypatch.delenv(cpu_platform.CPU_PLATFORM_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(cpu_platform.CPU_PLATFORM_VARIABLE, value)
+    assert cpu_platform.cpu_platform() == platform
