@@ -800,8 +800,14 @@ def fuzz(config: str, seed: int, ops: int) -> dict[str, Any]:
             {
                 "name": name,
                 "events": [
-                    [label, hashlib.blake2b(data, digest_size=8).hexdigest()]
-                    for (label, _), data in zip(labelled, encoded, strict=True)
+                    [
+                        label,
+                        hashlib.blake2b(data, digest_size=8).hexdigest(),
+                        type(event).__name__,
+                    ]
+                    for (label, _), data, event in zip(
+                        labelled, encoded, events, strict=True
+                    )
                 ],
                 "found": found,
                 "c6": c6,
@@ -927,8 +933,8 @@ def rewritable_events(record: dict[str, Any]) -> set[int]:
     broken = {index for rule, index in record["found"] if rule in ("C1", "C3")}
     return broken | {
         index
-        for index, (label, _) in enumerate(record["events"])
-        if any(mark in label for mark in UNHELD_PARENT_LABELS)
+        for index, (label, _, kind) in enumerate(record["events"])
+        if kind == "BlockStored" and any(mark in label for mark in UNHELD_PARENT_LABELS)
     }
 
 

@@ -254,7 +254,9 @@ def rewritable_stores(pristine: Run) -> dict[int, set[int]]:
             found.setdefault(violation.batch, set()).add(violation.event)
     for op in pristine.ops:
         for index, event in enumerate(op.events):
-            if event.label.partition("@")[0] in UNHELD_PARENT_KINDS:
+            if event.label.partition("@")[0] in UNHELD_PARENT_KINDS and isinstance(
+                decode_event(event.data), BlockStored
+            ):
                 found.setdefault(op.index, set()).add(index)
     return found
 

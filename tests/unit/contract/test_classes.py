@@ -249,3 +249,15 @@ def test_c7_lets_a_tier_that_fixes_k4_span_a_chain_back():
     assert wire_differences(pristine, patched) == [
         f"op 0 ({label}): added store is not an ancestry store"
     ]
+
+
+def test_c7_never_lets_a_tier_drop_a_pristine_removal():
+    """A removal is never class K4, even from a call whose stores can name
+    a parent the pool does not hold."""
+    label = "partial:replace-unheld-start@full_attention"
+    again = (label, full_block())
+    pristine = replay(run_of([(FULL, full_block())], [(label, removed([H[4]])), again]))
+    patched = replay(run_of([(FULL, full_block())], [again]))
+    assert wire_differences(pristine, patched, rewrites_k4=True) == [
+        "op 1: pristine events missing or reordered"
+    ]
