@@ -39,9 +39,12 @@ FIELDS = (
 )
 DEFAULT_FIELDS = FIELDS[3:]
 # Released wheels a target can name: `cpu` (a CPU build of the whole engine,
-# for `e2e`), `gpu` (the CUDA wheel, for vllm-TARGET-gpu; by default the
-# sdist's own release).
+# for `e2e`; the harness downloads and installs that file itself, so its
+# sha256 is pinned), `gpu` (the CUDA wheel, for vllm-TARGET-gpu; by default
+# the sdist's own release; pip picks the file for the GPU machine).
 WHEELS = ("cpu", "gpu")
+# Wheels whose file's sha256 the pin must carry.
+HASHED_WHEELS = ("cpu",)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _REQUIREMENT = re.compile(r"(?P<name>[A-Za-z0-9_.-]+)==(?P<version>[A-Za-z0-9_.+-]+)")
@@ -117,6 +120,20 @@ Source = SdistSource | GitSource | PathSource
 
 
 @dataclass(frozen=True)
+class Wheel:
+    """A released wheel: NAME==VERSION, and the sha256 of its file where the
+    harness downloads and installs that file itself (HASHED_WHEELS)."""
+
+    name: str
+    version: str
+    sha256: str | None = None
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.name}=={self.version}"
+
+
+@dataclass(frozen=True)
 class Target:
     name: str
     description: str
@@ -128,8 +145,8 @@ class Target:
     # Per tier: the classes (docs/contract.md) the tier's series fixes; the
     # conformance suite holds every other class to its pristine count.
     fixes: dict[str, frozenset[str]]
-    # Released wheels by kind (WHEELS), as NAME==VERSION.
-    wheels: dict[str, str]
+    # Released wheels by kind (WHEELS).
+    wheels: dict[str, Wheel]
 
     def series_file(self, tier: str) -> Path:
         if tier not in self.series:
@@ -148,7 +165,11 @@ class Target:
         """The tox environment that checks the series on the GPU wheel."""
         return f"vllm-{self.name}-gpu"
 
-    def wheel(self, kind: str) -> str:
+    def e2e_toxenv(self) -> str:
+        """The tox environment that runs the e2e session on the CPU wheel."""
+        return f"e2e-{self.name}"
+
+    def wheel(self, kind: str) -> Wheel:
         if kind not in self.wheels:
             raise TargetError(
                 f"target {self.name}: no {kind} wheel (field wheels.{kind} in "
@@ -278,20 +299,41 @@ def _parse_fixes(name: str, fixes: dict, series: dict) -> dict[str, frozenset[st
     return parsed
 
 
-def _parse_wheels(name: str, wheels: object, source: "Source") -> dict[str, str]:
+def _parse_wheels(name: str, wheels: object, source: "Source") -> dict[str, Wheel]:
+    """`cpu` as { requirement = "NAME==VERSION", sha256 = "..." }, `gpu` as
+    "NAME==VERSION"; the gpu wheel of an sdist target is its own release."""
     if not isinstance(wheels, dict):
         raise TargetError(f"target {name}: field wheels must be a table")
     _known(f"target {name}: field wheels:", wheels, WHEELS)
     parsed = {}
     if isinstance(source, SdistSource):
-        parsed["gpu"] = f"{source.name}=={source.version}"
-    for kind, requirement in wheels.items():
-        if not isinstance(requirement, str) or not _REQUIREMENT.fullmatch(requirement):
-            raise TargetError(
-                f"target {name}: field wheels.{kind} must read NAME==VERSION, "
-                f"got {requirement!r}"
-            )
-        parsed[kind] = requirement
+        parsed["gpu"] = Wheel(source.name, source.version)
+    for kind, value in wheels.items():
+        field = f"target {name}: field wheels.{kind}"
+        if kind in HASHED_WHEELS:
+            if not isinstance(value, dict):
+                raise TargetError(
+                    f'{field} must read {{ requirement = "NAME==VERSION", sha256 = '
+                    f'"<sha256 of the wheel file>" }}, got {value!r}'
+                )
+            _known(f"{field}:", value, ("requirement", "sha256"))
+            requirement, sha256 = value.get("requirement"), value.get("sha256")
+            if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
+                raise TargetError(
+                    f"{field}.sha256 must be 64 lowercase hex digits (the sha256 of "
+                    f"the wheel file), got {sha256!r}"
+                )
+            field += ".requirement"
+        else:
+            requirement, sha256 = value, None
+        match = (
+            _REQUIREMENT.fullmatch(requirement)
+            if isinstance(requirement, str)
+            else None
+        )
+        if not match:
+            raise TargetError(f"{field} must read NAME==VERSION, got {requirement!r}")
+        parsed[kind] = Wheel(match["name"], match["version"], sha256)
     return parsed
 
 

