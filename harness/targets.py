@@ -39,11 +39,10 @@ FIELDS = (
 )
 DEFAULT_FIELDS = FIELDS[3:]
 # Released wheels a target can name: `cpu` (a CPU build of the whole engine,
-# for `e2e`; the harness downloads and installs that file itself, so its
-# sha256 is pinned), `gpu` (the CUDA wheel, for vllm-TARGET-gpu; by default
-# the sdist's own release; pip picks the file for the GPU machine).
+# for `e2e`), `gpu` (the CUDA wheel, for vllm-TARGET-gpu; by default the
+# sdist's own release; pip picks the file for the GPU machine). The harness
+# downloads and installs the HASHED_WHEELS' files itself: their sha256 is pinned.
 WHEELS = ("cpu", "gpu")
-# Wheels whose file's sha256 the pin must carry.
 HASHED_WHEELS = ("cpu",)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -326,10 +325,8 @@ def _parse_wheels(name: str, wheels: object, source: "Source") -> dict[str, Whee
             field += ".requirement"
         else:
             requirement, sha256 = value, None
-        match = (
-            _REQUIREMENT.fullmatch(requirement)
-            if isinstance(requirement, str)
-            else None
+        match = _REQUIREMENT.fullmatch(
+            requirement if isinstance(requirement, str) else ""
         )
         if not match:
             raise TargetError(f"{field} must read NAME==VERSION, got {requirement!r}")

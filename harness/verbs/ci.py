@@ -1,9 +1,12 @@
 """`ci`: the hosted CI's matrix from harness/targets.toml, and its verdict table.
 
     python -m harness ci matrix              the matrix as one line of JSON
+    python -m harness ci e2e-matrix          the e2e-TARGET environments CI runs,
+                                             as one line of JSON
     python -m harness ci summary REPORT...   verdict JSON as a Markdown table
-    python -m harness ci releases REPORT...  the claimed targets' table of
+    python -m harness ci releases REPORT...  the claimed targets' tables of
                                              docs/releases.md, from verdicts
+                                             and e2e reports
 
 The matrix has one entry per target and tier of the pin file:
 `{"include": [{"target", "tier", "toxenv", "source_id"}, ...]}`, where toxenv
@@ -12,7 +15,9 @@ source for cache keys (the sdist's sha256, a git source's commit, "" for a
 local path). The workflow (.github/workflows/ci.yml) reads it with
 `fromJSON`, so a target added to the pin file is in CI without editing the
 workflow. `tox_environments` declares the same environments to tox
-(toxfile.py), so tox.ini names no target either.
+(toxfile.py), so tox.ini names no target either. The e2e matrix has one entry
+per target with a CPU wheel, `{"target", "toxenv", "wheel_sha256"}`, but for
+the target that the `e2e` environment of the checks job runs already.
 
 Only the standard library is needed: the workflow runs this before any install.
 """
@@ -30,6 +35,10 @@ def register(parser) -> None:
     commands.add_parser(
         "matrix", help="every target x tier of harness/targets.toml, as JSON"
     ).set_defaults(run=print_matrix)
+    commands.add_parser(
+        "e2e-matrix",
+        help="the e2e-TARGET environments of the targets with a CPU wheel, as JSON",
+    ).set_defaults(run=print_e2e_matrix)
     summary_parser = commands.add_parser(
         "summary", help="render verdict JSON reports as a Markdown table"
     )
@@ -38,7 +47,9 @@ def register(parser) -> None:
     releases_parser = commands.add_parser(
         "releases",
         help="render verdict JSON reports as docs/releases.md's table of claimed "
-        "targets: outcomes, class counts, and each row's date, revision and machine",
+        "targets (outcomes, class counts), and e2e reports (reports/e2e-*.json) "
+        "as its table of real engines (counts per rule and group per session, "
+        "router fidelity), each row with its date, revision and machine",
     )
     releases_parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT")
     releases_parser.set_defaults(run=print_releases)
@@ -46,6 +57,11 @@ def register(parser) -> None:
 
 def print_matrix(args) -> int:
     print(json.dumps(matrix(load_targets())))
+    return 0
+
+
+def print_e2e_matrix(args) -> int:
+    print(json.dumps(e2e_matrix(load_targets())))
     return 0
 
 
@@ -60,7 +76,18 @@ def print_summary(args) -> int:
 def print_releases(args) -> int:
     from harness.verdict import read_verdict
 
-    print(releases_table([read_verdict(report) for report in args.reports]))
+    verdicts, engines = [], []
+    for report in args.reports:
+        if (e2e := read_e2e_report(report)) is not None:
+            engines.append(e2e)
+        else:
+            verdicts.append(read_verdict(report))
+    tables = []
+    if verdicts:
+        tables.append(releases_table(verdicts))
+    if engines:
+        tables.append(e2e_table(engines))
+    print("\n\n".join(tables))
     return 0
 
 
@@ -75,6 +102,24 @@ def matrix(targets: dict[str, Target]) -> dict:
             }
             for target in targets.values()
             for tier in target.series
+        ]
+    }
+
+
+def e2e_matrix(targets: dict[str, Target]) -> dict:
+    """The e2e-TARGET environments for CI: every target with a CPU wheel but
+    the one `tox -e e2e` runs (DEFAULT_TARGET, in the checks job)."""
+    from harness.runs.engine import DEFAULT_TARGET
+
+    return {
+        "include": [
+            {
+                "target": target.name,
+                "toxenv": target.e2e_toxenv(),
+                "wheel_sha256": target.wheel("cpu").sha256,
+            }
+            for target in targets.values()
+            if "cpu" in target.wheels and target.name != DEFAULT_TARGET
         ]
     }
 
@@ -177,3 +222,127 @@ def releases_table(verdicts) -> str:
         }
         lines.append(_table_line([cells[column] for column in RELEASE_COLUMNS]))
     return "\n".join(lines)
+
+
+# A row per session of an e2e report (harness.runs.e2e): what the stream
+# checker counted, the router fidelity, and where the run was taken.
+E2E_COLUMNS = (
+    "target",
+    "engine",
+    "session",
+    "fixes",
+    "C1",
+    "C2",
+    "C3",
+    "by group",
+    "parent never reported",
+    "hash-block stores",
+    "router exact %",
+    "over (mean)",
+    "under (mean)",
+    "session time",
+    "tests",
+    "run time",
+    "date",
+    "revision",
+    "machine",
+)
+STREAM_RULES = ("C1", "C2", "C3")
+E2E_KIND = "e2e"
+
+
+def read_e2e_report(path: Path) -> dict | None:
+    """The e2e report at ``path``, checked to have every field the table
+    reads; None for a file that is not one (a verdict, say: `read_verdict`
+    reads and judges those). UnreadableInput for an e2e report that lacks a
+    field or has one of the wrong kind."""
+    from harness.errors import UnreadableInput
+
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None  # read_verdict says what is wrong with it
+    if not isinstance(data, dict) or data.get("kind") != E2E_KIND:
+        return None
+    try:
+        e2e_rows(data)
+    except KeyError as exc:
+        raise UnreadableInput(f"{path}: not an e2e report: no field {exc}") from None
+    except (TypeError, AttributeError, ValueError) as exc:
+        raise UnreadableInput(
+            f"{path}: not an e2e report: a field of the wrong kind ({exc})"
+        ) from None
+    return data
+
+
+def e2e_table(reports: list[dict]) -> str:
+    """A row per session of each report (pristine, then each tier); reports
+    by target."""
+    lines = [_table_line(E2E_COLUMNS), _table_line(["---"] * len(E2E_COLUMNS))]
+    for report in sorted(reports, key=lambda r: _version_key(r["target"])):
+        lines += [_table_line(row) for row in e2e_rows(report)]
+    return "\n".join(lines)
+
+
+def _version_key(target: str) -> tuple:
+    """0.9 before 0.27 before main."""
+    parts = target.split(".")
+    if all(part.isdigit() for part in parts):
+        return (0, tuple(int(part) for part in parts))
+    return (1, (target,))
+
+
+def e2e_rows(report: dict) -> list[list[str]]:
+    where = report["provenance"]
+    tests = report["tests"]
+    rows = []
+    for label in ("pristine", *report["tiers"]):
+        session = report["sessions"][label]
+        rules = session["violations"]
+        fidelity = session["fidelity"]
+        probes = fidelity["probes"]
+        cells = {
+            "target": report["target"],
+            "engine": report["engine"],
+            "session": label,
+            "fixes": ", ".join(report["fixes"][label]) if label != "pristine" else "-",
+            **{rule: str(rules.get(rule, 0)) for rule in STREAM_RULES},
+            "by group": "; ".join(
+                f"{group}: {_rule_counts(counts)}"
+                for group, counts in session["by_group"].items()
+            ),
+            "parent never reported": str(session["unreported_parent"]),
+            "hash-block stores": str(session["hash_block_stores"]),
+            "router exact %": f"{100 * fidelity['exact'] / probes:.1f}"
+            if probes
+            else "-",
+            "over (mean)": _mean_cell(fidelity["over"], fidelity["over_tokens"]),
+            "under (mean)": _mean_cell(fidelity["under"], fidelity["under_tokens"]),
+            "session time": f"{session['wall_seconds']:.0f} s",
+            "tests": _test_counts(tests),
+            "run time": f"{report['wall_seconds']:.0f} s",
+            **{
+                key: where.get(key, "not recorded")
+                for key in ("date", "revision", "machine")
+            },
+        }
+        rows.append([cells[column] for column in E2E_COLUMNS])
+    return rows
+
+
+def _rule_counts(counts: dict) -> str:
+    """{"C3": 1, "C1": 3} as "C1 3, C3 1"."""
+    return ", ".join(f"{rule} {n}" for rule, n in sorted(counts.items())) or "none"
+
+
+def _test_counts(tests: dict | None) -> str:
+    """{"passed": 24, "failed": 1} as "24 passed, 1 failed"."""
+    if tests is None:
+        return "not run"
+    order = ("passed", "failed", "error", "skipped")
+    names = sorted(tests, key=lambda n: (order.index(n) if n in order else 9, n))
+    return ", ".join(f"{tests[name]} {name}" for name in names) or "none"
+
+
+def _mean_cell(count: int, tokens: int) -> str:
+    return f"{count} ({tokens / count:.0f})" if count else "0 (0)"

@@ -37,6 +37,12 @@ def register(parser) -> None:
         "--dtype", default=DEFAULT_DTYPE, help=f"default {DEFAULT_DTYPE}"
     )
     check.add_argument("--seed", type=int, default=0)
+    check.add_argument(
+        "--report",
+        type=Path,
+        help="where to write the run's report as JSON (default: "
+        "reports/e2e-TARGET.json in the cache directory)",
+    )
     check.set_defaults(run=run)
     copy = commands.add_parser(
         "overlay",
@@ -55,6 +61,12 @@ def register(parser) -> None:
         "--requests", type=Path, help="write each request served (a record file)"
     )
     engine.set_defaults(run=engine_session)
+    dtype = commands.add_parser(
+        "engine-dtype",
+        help="print the dtype the installed engine can run the model in (internal)",
+    )
+    dtype.add_argument("--dtype", required=True, help="the dtype asked for")
+    dtype.set_defaults(run=engine_dtype)
 
 
 def install(args) -> int:
@@ -66,9 +78,15 @@ def install(args) -> int:
 
 
 def run(args) -> int:
-    from harness.runs.e2e import end_to_end
+    from harness import cache
+    from harness.runs.e2e import check_report_path, end_to_end, write_report
 
-    print(end_to_end(args.target, args.dtype, args.seed).render())
+    report = args.report or cache.e2e_report(args.target)
+    check_report_path(report)
+    outcome = end_to_end(args.target, args.dtype, args.seed)
+    print(outcome.render(), flush=True)
+    write_report(report, outcome.as_json())
+    print(f"e2e report written to {report}")
     return 0
 
 
@@ -87,4 +105,11 @@ def engine_session(args) -> int:
     from harness.runs.engine import engine_session
 
     engine_session(args.model, args.endpoint, args.dtype, args.seed, args.requests)
+    return 0
+
+
+def engine_dtype(args) -> int:
+    from harness.runs.engine import engine_dtype
+
+    print(engine_dtype(args.dtype))
     return 0

@@ -9,9 +9,11 @@ from support.trees import target_table, write_pins
 
 from harness import cli
 from harness.contract import CLASSES
+from harness.runs.engine import DEFAULT_TARGET
 from harness.targets import load_targets
 from harness.verbs.ci import (
     RELEASE_COLUMNS,
+    e2e_matrix,
     matrix,
     releases_table,
     summary,
@@ -55,6 +57,35 @@ def test_workflow_runs_the_generated_matrix():
     assert 'tox -e "$TOX_ENV" -- --report "$VERDICT"' in workflow
 
 
+def test_workflow_runs_the_generated_e2e_matrix_and_renders_its_reports():
+    workflow = WORKFLOW.read_text()
+    assert "e2e=$(python -m harness ci e2e-matrix)" in workflow
+    assert "matrix: ${{ fromJSON(needs.matrix.outputs.e2e) }}" in workflow
+    assert 'tox -e "$TOX_ENV" -- --e2e-report "$E2E_REPORT"' in workflow
+    assert 'python -m harness ci releases "$E2E_REPORT"' in workflow
+
+
+def test_the_e2e_matrix_is_every_target_with_a_cpu_wheel_but_the_checks_one():
+    targets = load_targets()
+    entries = e2e_matrix(targets)["include"]
+    with_wheel = [name for name, t in targets.items() if "cpu" in t.wheels]
+    assert [entry["target"] for entry in entries] == [
+        name for name in with_wheel if name != DEFAULT_TARGET
+    ]
+    assert DEFAULT_TARGET in with_wheel  # tox -e e2e, in the checks job
+    for entry in entries:
+        target = targets[entry["target"]]
+        assert entry["toxenv"] == f"e2e-{target.name}"
+        assert entry["wheel_sha256"] == target.wheel("cpu").sha256
+
+
+def test_main_prints_the_e2e_matrix_as_one_line_of_json(capsys):
+    assert cli.main(["ci", "e2e-matrix"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    assert json.loads(out) == e2e_matrix(load_targets())
+
+
 def test_matrix_is_every_target_and_tier_of_the_pin_file():
     targets = load_targets()
     expected = [
@@ -72,6 +103,9 @@ def test_every_toxenv_the_workflow_runs_is_declared():
     toxenvs = {entry["toxenv"] for entry in matrix(load_targets())["include"]}
     assert toxenvs <= set(declared), toxenvs - set(declared)
     assert {declared[env][0] for env in toxenvs} == {"verdict"}
+    e2e = {entry["toxenv"] for entry in e2e_matrix(load_targets())["include"]}
+    assert e2e and e2e <= set(declared), e2e - set(declared)
+    assert {declared[env][0] for env in e2e} == {"e2e-target"}
     checks = re.search(r"toxenv: \[(.*)\]", WORKFLOW.read_text())[1].split(", ")
     assert set(checks) == {"harness", "lint", "consumers", "e2e"}
     assert set(checks) <= tox_ini_envs()
