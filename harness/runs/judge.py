@@ -52,6 +52,10 @@ class SessionReport:
     # group_idx and kv_cache_spec_kind): group -> rule -> count; every group
     # the stream names has an entry.
     by_group: dict[str, Counter] = field(default_factory=dict)
+    # The same, counting only violations at stores of whole cache blocks
+    # (BLOCK_SIZE): in the Mamba group, class K4's (align mode's skipped
+    # blocks), apart from the partial entries' stores of one hash block.
+    whole_block_by_group: dict[str, Counter] = field(default_factory=dict)
     # Router fidelity: combined hits predicted from the stream against the
     # engine's num_cached_tokens, and (phase, predicted, served) per request.
     fidelity: Tally = field(default_factory=Tally)
@@ -72,6 +76,10 @@ class SessionReport:
             "by_group": {
                 group: dict(sorted(rules.items()))
                 for group, rules in sorted(self.by_group.items())
+            },
+            "whole_block_by_group": {
+                group: dict(sorted(rules.items()))
+                for group, rules in sorted(self.whole_block_by_group.items())
             },
             "unreported_parent": len(self.unreported_parent),
             "removed_parent": len(self.removed_parent),
@@ -100,6 +108,11 @@ class SessionReport:
             + "; ".join(
                 f"{group}: {dict(rules) or 'none'}"
                 for group, rules in sorted(self.by_group.items())
+            ),
+            "  at whole-block stores: "
+            + "; ".join(
+                f"{group}: {dict(rules) or 'none'}"
+                for group, rules in sorted(self.whole_block_by_group.items())
             ),
             f"  C1 on a hash-block store, parent never reported: "
             f"{len(self.unreported_parent)}; parent removed before: "
@@ -141,7 +154,8 @@ def judge(session: Session) -> SessionReport:
     checker = StreamChecker(track_ancestry=True)
     shared: set = set()  # hashes of blocks made of shared-prefix tokens
     kinds: dict[int | None, str | None] = {}  # group_idx -> kv_cache_spec_kind
-    at_group: list[tuple[int | None, str]] = []  # (group_idx, rule)
+    # (group_idx, rule, whether the event stores whole cache blocks)
+    at_group: list[tuple[int | None, str, bool]] = []
     for index, payload in enumerate(session.payloads):
         batch = decode_batch(payload, f"{session.label} message {index}")
         report.batches += 1
@@ -160,7 +174,8 @@ def judge(session: Session) -> SessionReport:
                 kinds.setdefault(event.group_idx, event.kv_cache_spec_kind)
         for violation in checker.apply(batch.events):
             event = batch.events[violation.event]
-            at_group.append((event.group_idx, violation.rule))
+            whole = getattr(event, "block_size", None) == BLOCK_SIZE
+            at_group.append((event.group_idx, violation.rule, whole))
             if violation.rule == "C1" and event.block_size == HASH_BLOCK_SIZE:
                 found = (
                     report.removed_parent
@@ -179,10 +194,12 @@ def judge(session: Session) -> SessionReport:
     report.by_group = {
         group_label(group, kind): Counter() for group, kind in kinds.items()
     }
-    for group, rule in at_group:
-        report.by_group.setdefault(group_label(group, kinds.get(group)), Counter())[
-            rule
-        ] += 1
+    report.whole_block_by_group = {label: Counter() for label in report.by_group}
+    for group, rule, whole in at_group:
+        label = group_label(group, kinds.get(group))
+        report.by_group.setdefault(label, Counter())[rule] += 1
+        if whole:
+            report.whole_block_by_group.setdefault(label, Counter())[rule] += 1
     report.shared_live_at_end = shared_hashes_live(checker, shared)
     report.duplicate_stores = checker.duplicate_stores
     judge_fidelity(report)

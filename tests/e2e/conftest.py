@@ -48,14 +48,13 @@ def pytest_configure(config):
 
 
 def pytest_generate_tests(metafunc):
-    """`k4_fixed`: the tiers whose `fixes` include K4; `k4_kept`: the
-    pristine tree and the tiers whose `fixes` do not."""
+    """`k4_fixed`: the tiers whose `fixes` include K4; `k4_kept`: the tiers
+    whose `fixes` do not."""
     fixes = get_target(TARGET).fixes
     if "k4_fixed" in metafunc.fixturenames:
         metafunc.parametrize("k4_fixed", [t for t in fixes if "K4" in fixes[t]])
     if "k4_kept" in metafunc.fixturenames:
-        kept = ["pristine", *(t for t in fixes if "K4" not in fixes[t])]
-        metafunc.parametrize("k4_kept", kept)
+        metafunc.parametrize("k4_kept", [t for t in fixes if "K4" not in fixes[t]])
 
 
 @pytest.fixture(scope="session")

@@ -58,6 +58,7 @@ def an_end_to_end(target: str = "0.28", strict_fixes_k4: bool = False) -> EndToE
             {MAMBA: {"C1": 39, "C3": 27}, ATTENTION: {"C1": 14}},
             hash_block_stores=41,
             unreported_parent=[Violation("C1", 1, 0, (), "")] * 27,
+            whole_block_by_group={MAMBA: Counter(C1=26, C3=27), ATTENTION: Counter()},
         ),
         patched={
             "default": a_session(
@@ -104,6 +105,10 @@ def test_the_report_holds_the_counts_per_rule_and_group_of_every_session():
         ATTENTION: {"C1": 14},
     }
     assert pristine["unreported_parent"] == 27
+    assert pristine["whole_block_by_group"] == {
+        MAMBA: {"C1": 26, "C3": 27},
+        ATTENTION: {},
+    }
     assert pristine["fidelity"]["under_tokens"] == 5 * 256
     assert "overlaid" not in pristine
     assert data["sessions"]["strict"]["overlaid"] == ["vllm/v1/core/block_pool.py"]
