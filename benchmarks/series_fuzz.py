@@ -782,10 +782,7 @@ def fuzz(config: str, seed: int, ops: int) -> dict[str, Any]:
         fuzzer.calls.update(repr(sorted(map(sorted, held.values()))).encode())
         seen = len(checker.violations)
         checker.check_pool(held)
-        c6 = [
-            [v.detail.split(":")[0], repr(v.hashes[0])]
-            for v in checker.violations[seen:]
-        ]
+        c6 = [[f"view {v.view}", repr(v.hashes[0])] for v in checker.violations[seen:]]
         found += [("C6", None)] * len(c6)
         unheld_live = [
             [f"view {view}", repr(block_hash)]
@@ -946,19 +943,15 @@ def added_events(
 ) -> tuple[set[int], set[int]] | None:
     """Indexes of the patched events the baseline does not have, and of the
     baseline's events the patched run rewrote, matching the baseline's events
-    in order (None: one that is not rewritable is missing or reordered)."""
-    matched, rewritten, start = set(), set(), 0
-    for position, wanted in enumerate(baseline):
-        for index in range(start, len(patched)):
-            if patched[index] == wanted:
-                matched.add(index)
-                start = index + 1
-                break
-        else:
-            if position not in rewritable:
-                return None
-            rewritten.add(position)
-    return set(range(len(patched))) - matched, rewritten
+    (label, bytes and kind) in order as the conformance suite does (None: one
+    that is not rewritable is missing or reordered)."""
+    from harness.contract.classes import align
+
+    matches = align(baseline, patched, rewritable, key=tuple)
+    if matches is None:
+        return None
+    rewritten = {position for position, match in enumerate(matches) if match is None}
+    return set(range(len(patched))) - set(matches), rewritten
 
 
 class Tally:
