@@ -70,6 +70,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from harness.runs import compat
+
 SCRIPT = Path(__file__).resolve()
 REPO_ROOT = SCRIPT.parents[1]
 
@@ -208,7 +210,7 @@ class Fuzzer:
             ),
             lora_request=lora,
             cache_salt=salt,
-            session_id=f"session-{self.issued % 3}",
+            **compat.session(Request, f"session-{self.issued % 3}"),
         )
 
     def hashed_tokens(self, request: Any) -> int:
@@ -277,7 +279,7 @@ class Fuzzer:
             num_tokens=num_tokens,
             kv_cache_group_id=group,
             block_size=self.block_sizes[group],
-            replace_existing_hashes=replace,
+            **compat.replacement(self.pool, replace),
         )
         self.take(label)
 
@@ -482,9 +484,10 @@ class Fuzzer:
             self.take("evict:direct")
 
     def op_replace(self) -> None:
-        """Re-key a block in place at a boundary inside it (Mamba checkpoint)."""
+        """Re-key a block in place at a boundary inside it (Mamba checkpoint);
+        none before vLLM 0.30, which has no in-place replacement."""
         running = self.pick()
-        if running is None:
+        if running is None or not compat.can_replace_existing_hashes(self.pool):
             return
         request = running["request"]
         group = self.rng.randrange(len(self.block_sizes))
@@ -542,7 +545,7 @@ class Fuzzer:
 
         held: dict[tuple[str, int], set] = defaultdict(set)
         for key in self.pool.cached_block_hash_to_block._cache:
-            held[(self.pool.medium, get_group_id(key))].add(
+            held[(compat.pool_medium(self.pool), get_group_id(key))].add(
                 maybe_convert_block_hash(get_block_hash(key))
             )
         return held
@@ -779,10 +782,7 @@ def fuzz(config: str, seed: int, ops: int) -> dict[str, Any]:
         fuzzer.calls.update(repr(sorted(map(sorted, held.values()))).encode())
         seen = len(checker.violations)
         checker.check_pool(held)
-        c6 = [
-            [v.detail.split(":")[0], repr(v.hashes[0])]
-            for v in checker.violations[seen:]
-        ]
+        c6 = [[f"view {v.view}", repr(v.hashes[0])] for v in checker.violations[seen:]]
         found += [("C6", None)] * len(c6)
         unheld_live = [
             [f"view {view}", repr(block_hash)]
@@ -943,19 +943,15 @@ def added_events(
 ) -> tuple[set[int], set[int]] | None:
     """Indexes of the patched events the baseline does not have, and of the
     baseline's events the patched run rewrote, matching the baseline's events
-    in order (None: one that is not rewritable is missing or reordered)."""
-    matched, rewritten, start = set(), set(), 0
-    for position, wanted in enumerate(baseline):
-        for index in range(start, len(patched)):
-            if patched[index] == wanted:
-                matched.add(index)
-                start = index + 1
-                break
-        else:
-            if position not in rewritable:
-                return None
-            rewritten.add(position)
-    return set(range(len(patched))) - matched, rewritten
+    (label, bytes and kind) in order as the conformance suite does (None: one
+    that is not rewritable is missing or reordered)."""
+    from harness.contract.classes import align
+
+    matches = align(baseline, patched, rewritable, key=tuple)
+    if matches is None:
+        return None
+    rewritten = {position for position, match in enumerate(matches) if match is None}
+    return set(range(len(patched))) - set(matches), rewritten
 
 
 class Tally:

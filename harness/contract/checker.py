@@ -52,6 +52,8 @@ class Violation:
     # What the stream shows about the cause, where the checker can tell:
     # for C1 with ancestry tracked, PARENT_NEVER_REPORTED or PARENT_REMOVED.
     cause: str | None = None
+    # The view (medium, group) of a pool snapshot's finding (C6).
+    view: ViewKey | None = None
 
     def __str__(self) -> str:
         where = "end of stream" if self.batch is None else f"batch {self.batch}"
@@ -311,6 +313,7 @@ class StreamChecker:
                             None,
                             (block_hash,),
                             f"view {key}: pool holds a hash that is not live",
+                            view=key,
                         )
                     )
                     continue
@@ -329,6 +332,7 @@ class StreamChecker:
                             f"view {key}: live hash stored in batch "
                             f"{stored[block_hash][1]} is neither held by the pool "
                             "nor an ancestor of a held hash",
+                            view=key,
                         )
                     )
 

@@ -28,7 +28,10 @@ Anything else is reported under ``RULE:label`` and is never expected.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any
 
 from harness.contract import CLASSES as CLASS_TABLE
 from harness.contract import RULES as RULE_TABLE
@@ -262,16 +265,20 @@ def rewritable_stores(pristine: Run) -> dict[int, set[int]]:
 
 
 def align(
-    pristine_events, patched_events, optional: set[int] = frozenset()
+    pristine_events,
+    patched_events,
+    optional: set[int] = frozenset(),
+    key: Callable[[Any], Any] = attrgetter("data"),
 ) -> list[int | None] | None:
     """For each pristine event, the index of the patched event that repeats
-    it byte for byte, matching in order; None for an ``optional`` one with
-    no match (the whole result is None if another one has no match)."""
+    it (byte for byte: the same ``key``, by default the event's bytes),
+    matching in order; None for an ``optional`` one with no match (the whole
+    result is None if another one has no match)."""
     matches: list[int | None] = []
     start = 0
     for position, wanted in enumerate(pristine_events):
         for index in range(start, len(patched_events)):
-            if patched_events[index].data == wanted.data:
+            if key(patched_events[index]) == key(wanted):
                 matches.append(index)
                 start = index + 1
                 break

@@ -6,6 +6,7 @@ answers one question the same way on the older trees the backports target
 it:
 
 - 0.29: `KVCacheManager.take_boundary_state_offloads`;
+- 0.29: `Request(session_id=)`;
 - 0.30: `BlockPool.medium`, `cache_partial_block(replace_existing_hashes=)`,
   and the scheduler's `use_eagle_block_drop` (read as `use_eagle` before).
 
@@ -25,6 +26,14 @@ REPLACE_PARAMETER = "replace_existing_hashes"
 # The scheduler's switch for dropping the last block under EAGLE, under both
 # of its names, for a stand-in scheduler.
 NO_EAGLE = {"use_eagle_block_drop": False, "use_eagle": False}
+
+
+def session(request_class: Any, session_id: str) -> dict[str, str]:
+    """The keyword arguments that give a `Request` a session (0.29 on;
+    nothing before, whose requests have none)."""
+    if "session_id" in inspect.signature(request_class).parameters:
+        return {"session_id": session_id}
+    return {}
 
 
 def pool_medium(pool: Any) -> str:

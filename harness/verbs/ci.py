@@ -192,6 +192,7 @@ RELEASE_COLUMNS = (
     "conformance pass/fail",
     *CLASSES,
     "ancestry overlap",
+    "wall time",
     "verdict",
     "date",
     "revision",
@@ -203,7 +204,7 @@ def releases_table(verdicts) -> str:
     """A row per verdict: its summary, the conformance suite's class counts
     (pristine -> patched) and where it was taken; rows by target, then tier."""
     lines = [_table_line(RELEASE_COLUMNS), _table_line(["---"] * len(RELEASE_COLUMNS))]
-    for verdict in sorted(verdicts, key=lambda v: (v.target, v.tier)):
+    for verdict in sorted(verdicts, key=lambda v: (v.target, v.tier, v.selection)):
         report = verdict.conformance.report or {}
         classes = report.get("classes", {})
         cells = {

@@ -107,7 +107,7 @@ def test_c6_held_hashes_must_be_live():
     checker.apply([stored([1], None)])
     checker.check_pool({(GPU, 0): {1, 4}})
     [violation] = checker.violations
-    assert (violation.rule, violation.hashes) == ("C6", (4,))
+    assert (violation.rule, violation.hashes, violation.view) == ("C6", (4,), (GPU, 0))
 
 
 def test_c6_live_hash_not_held_must_be_an_ancestor_of_a_held_hash():
@@ -119,6 +119,7 @@ def test_c6_live_hash_not_held_must_be_an_ancestor_of_a_held_hash():
     checker.check_pool({(GPU, 0): {1, 3}})
     assert sorted(v.hashes for v in checker.violations) == [(5,), (6,)]
     assert rules(checker) == ["C6", "C6"]
+    assert {v.view for v in checker.violations} == {(GPU, 0)}
 
 
 def test_check_pool_needs_ancestry():

@@ -5,7 +5,7 @@ import pytest
 from support.events import labelled, removed, stored
 
 from harness.contract.checker import sha256_hash_model
-from harness.contract.classes import CLASSES, RULES, replay, wire_differences
+from harness.contract.classes import CLASSES, RULES, align, replay, wire_differences
 from harness.contract.records import OpRecord, RunEnd, RunStart
 
 HBS = 2
@@ -261,3 +261,16 @@ def test_c7_never_lets_a_tier_drop_a_pristine_removal():
     assert wire_differences(pristine, patched, rewrites_k4=True) == [
         "op 1: pristine events missing or reordered"
     ]
+
+
+def test_align_matches_in_order_and_skips_only_optional_events():
+    pristine = [("s", b"a"), ("s", b"b"), ("r", b"c")]
+    patched = [("s", b"x"), ("s", b"a"), ("r", b"c")]
+    assert align(pristine, patched, {1}, key=tuple) == [1, None, 2]
+    assert align(pristine, patched, key=tuple) is None  # b"b" is missing
+    # Reordered: b"c" before b"a" cannot match both in order.
+    assert align(pristine, [patched[2], patched[1]], {1}, key=tuple) is None
+    # The key decides what "the same" is: here the bytes alone.
+    relabelled = [("other", b"a"), ("s", b"b"), ("r", b"c")]
+    assert align(pristine, relabelled, key=tuple) is None
+    assert align(pristine, relabelled, key=lambda event: event[1]) == [0, 1, 2]

@@ -11,6 +11,7 @@ from harness.runs.compat import (
     is_replacement,
     pool_medium,
     replacement,
+    session,
     take_boundary_state_offloads,
 )
 
@@ -72,3 +73,20 @@ def test_offloads_are_taken_where_the_manager_has_them(has_offloads):
 
 def test_a_stand_in_scheduler_has_eagle_off_under_both_names():
     assert NO_EAGLE == {"use_eagle_block_drop": False, "use_eagle": False}
+
+
+class RequestBefore029:
+    def __init__(self, request_id, prompt_token_ids):
+        pass
+
+
+class Request029:
+    def __init__(self, request_id, prompt_token_ids, session_id=None):
+        pass
+
+
+def test_a_session_is_given_only_to_requests_that_take_one():
+    assert session(RequestBefore029, "s") == {}
+    assert session(Request029, "s") == {"session_id": "s"}
+    Request029("r", [], **session(Request029, "s"))
+    RequestBefore029("r", [], **session(RequestBefore029, "s"))

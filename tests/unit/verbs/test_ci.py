@@ -324,12 +324,16 @@ def test_releases_rows_carry_class_counts_and_where_they_were_taken(tmp_path, ca
         "ancestry_overlap": 4,
     }
     verdicts = [
-        a_verdict(tier=tier, conformance=Conformance("passed", 12, 0, report))
-        for tier in ("strict", "default")
+        a_verdict(
+            tier=tier,
+            selection=selection,
+            conformance=Conformance("passed", 12, 0, report),
+        )
+        for tier, selection in (("strict", "full"), ("default", "ci"), ("strict", "ci"))
     ]
     paths = []
     for verdict in verdicts:
-        paths.append(tmp_path / f"{verdict.tier}.json")
+        paths.append(tmp_path / f"{verdict.tier}-{verdict.selection}.json")
         paths[-1].write_text(json.dumps(verdict.as_json() | {"provenance": PROVENANCE}))
     assert cli.main(["ci", "releases", *map(str, paths)]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -338,9 +342,14 @@ def test_releases_rows_carry_class_counts_and_where_they_were_taken(tmp_path, ca
         dict(zip(RELEASE_COLUMNS, line.strip("| ").split(" | "), strict=True))
         for line in lines[2:]
     ]
-    assert [row["tier"] for row in rows] == ["default", "strict"]
+    assert [(row["tier"], row["selection"]) for row in rows] == [
+        ("default", "ci"),
+        ("strict", "ci"),
+        ("strict", "full"),
+    ]
     assert rows[0]["K1"] == "10 -> 0" and rows[0]["K5"] == "14 -> 14"
     assert rows[0]["ancestry overlap"] == "4"
+    assert rows[0]["wall time"] == "2m05s"
     assert {key: rows[0][key] for key in PROVENANCE} == PROVENANCE
 
 
