@@ -17,12 +17,14 @@ share one download and a half-written entry is never seen.
     locks/NAME.lock
 """
 
+import hashlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from harness.errors import CacheError
+from harness.log import warning
 
 
 def root() -> Path:
@@ -68,6 +70,29 @@ def lock(name: str) -> Iterator[None]:
 
 def quarantine() -> Path:
     return root() / "quarantine"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def matches_pin(path: Path, sha256: str) -> bool:
+    """Whether the cached file at ``path`` has the pinned sha256; one that
+    does not is moved to the quarantine, with a warning that says so."""
+    actual = sha256_of(path)
+    if actual == sha256:
+        return True
+    moved = directory(quarantine()) / f"{path.name}.{actual}"
+    os.replace(path, moved)
+    warning(
+        f"the cached {path} has sha256 {actual}, not the pinned "
+        f"{sha256}; moved it to {moved}"
+    )
+    return False
 
 
 def sdists() -> Path:

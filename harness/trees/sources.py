@@ -17,7 +17,6 @@ complete; a warm cache needs no network.
 """
 
 import gzip
-import hashlib
 import os
 import re
 import shutil
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from harness import cache, processes, scratch
 from harness.errors import SourceError
-from harness.log import progress, warning
+from harness.log import progress
 from harness.targets import GitSource, PathSource, SdistSource, Target
 
 # pip's own errors, and the exception a failed metadata build ends with.
@@ -119,15 +118,8 @@ def cached_sdist(target: Target) -> Path | None:
     archive = cache.sdists() / f"{source.name}-{source.version}.tar.gz"
     if not archive.is_file():
         return None
-    actual = _sha256(archive)
-    if actual == source.sha256:
+    if cache.matches_pin(archive, source.sha256):
         return archive
-    moved = cache.directory(cache.quarantine()) / f"{archive.name}.{actual}"
-    os.replace(archive, moved)
-    warning(
-        f"the cached {archive} is corrupt: its sha256 is {actual}, not the pinned "
-        f"{source.sha256}; moved it to {moved}"
-    )
     return None
 
 
@@ -159,7 +151,7 @@ def _verified_sdist(target: Target, downloader: Downloader) -> Path:
                 f"target {target.name}: expected one sdist from the download, "
                 f"got {names}"
             )
-        if (actual := _sha256(files[0])) != source.sha256:
+        if (actual := cache.sha256_of(files[0])) != source.sha256:
             raise SourceError(_tampered(target, actual))
         os.replace(files[0], archive)
     return archive
@@ -173,14 +165,6 @@ def _tampered(target: Target, actual: str) -> str:
         f"{source.sha256}; refused before anything in it ran. Check the index or "
         f"mirror pip uses (PIP_INDEX_URL, PIP_FIND_LINKS, pip.conf), or the pin"
     )
-
-
-def _sha256(archive: Path) -> str:
-    digest = hashlib.sha256()
-    with archive.open("rb") as stream:
-        for chunk in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _unpack(target_name: str, archive: Path, tree: Path) -> None:

@@ -13,7 +13,6 @@ code is built against that torch; installing the torch it asks for would
 pull another build).
 """
 
-import hashlib
 import os
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from harness import cache, processes, scratch
 from harness.errors import E2EError, SourceError, require
-from harness.log import progress, warning
+from harness.log import progress
 from harness.targets import Wheel
 from harness.trees import deps
 
@@ -38,14 +37,6 @@ def pip(*args: str, constrain_torch: bool = False) -> None:
         raise E2EError(f"pip {args[0]} failed; see its output above")
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for chunk in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def wheel_pattern(wheel: Wheel) -> str:
     """The file names the wheel's release can have (PEP 427)."""
     return f"{wheel.name.replace('-', '_')}-{wheel.version}-*.whl"
@@ -55,17 +46,7 @@ def cached_wheel(wheel: Wheel) -> Path | None:
     """The wheel in the cache if its sha256 is the pinned one, else None; a
     cached file that does not match is moved to the cache's quarantine."""
     found = sorted(cache.wheels().glob(wheel_pattern(wheel)))
-    for path in found:
-        actual = sha256_of(path)
-        if actual == wheel.sha256:
-            return path
-        moved = cache.directory(cache.quarantine()) / f"{path.name}.{actual}"
-        os.replace(path, moved)
-        warning(
-            f"the cached {path} has sha256 {actual}, not the pinned "
-            f"{wheel.sha256}; moved it to {moved}"
-        )
-    return None
+    return next((path for path in found if cache.matches_pin(path, wheel.sha256)), None)
 
 
 def pip_download(wheel: Wheel, dest: Path) -> None:
@@ -104,7 +85,7 @@ def verified_wheel(wheel: Wheel, downloader=None) -> Path:
                     f"expected one {wheel_pattern(wheel)} from the download of "
                     f"{wheel.requirement}, got {names}"
                 )
-            if (actual := sha256_of(files[0])) != wheel.sha256:
+            if (actual := cache.sha256_of(files[0])) != wheel.sha256:
                 raise SourceError(mismatch(wheel, files[0], actual))
             path = wheels / files[0].name
             os.replace(files[0], path)

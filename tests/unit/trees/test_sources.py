@@ -266,7 +266,7 @@ def test_a_cached_sdist_that_no_longer_matches_is_quarantined_and_fetched_again(
     quarantined = cache / "quarantine" / f"{archive.name}.{corrupt_sha}"
     assert quarantined.is_file()
     assert (
-        f"warning: the cached {corrupt} is corrupt: its sha256 is {corrupt_sha}, "
+        f"warning: the cached {corrupt} has sha256 {corrupt_sha}, "
         f"not the pinned {sha256_of(archive)}; moved it to {quarantined}\n"
     ) in capsys.readouterr().err
 
