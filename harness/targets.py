@@ -39,11 +39,10 @@ FIELDS = (
 )
 DEFAULT_FIELDS = FIELDS[3:]
 # Released wheels a target can name: `cpu` (a CPU build of the whole engine,
-# for `e2e`), `gpu` (the CUDA wheel, for vllm-TARGET-gpu; by default the
-# sdist's own release; pip picks the file for the GPU machine). The harness
-# downloads and installs the HASHED_WHEELS' files itself: their sha256 is pinned.
+# for `e2e`), `gpu` (the CUDA wheel for an x86_64 Linux GPU machine, for
+# vllm-TARGET-gpu). The harness downloads each file itself and checks its
+# pinned sha256 before anything installs it.
 WHEELS = ("cpu", "gpu")
-HASHED_WHEELS = ("cpu",)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _REQUIREMENT = re.compile(r"(?P<name>[A-Za-z0-9_.-]+)==(?P<version>[A-Za-z0-9_.+-]+)")
@@ -120,12 +119,12 @@ Source = SdistSource | GitSource | PathSource
 
 @dataclass(frozen=True)
 class Wheel:
-    """A released wheel: NAME==VERSION, and the sha256 of its file where the
-    harness downloads and installs that file itself (HASHED_WHEELS)."""
+    """A released wheel: NAME==VERSION, and the sha256 of the file the
+    harness downloads and checks before anything installs it."""
 
     name: str
     version: str
-    sha256: str | None = None
+    sha256: str
 
     @property
     def requirement(self) -> str:
@@ -278,7 +277,7 @@ def _parse_target(name: str, table: dict, root: Path) -> Target:
         upstream_tests=_test_list(name, table, "upstream_tests"),
         upstream_tests_full=_test_list(name, table, "upstream_tests_full"),
         fixes=_parse_fixes(name, _required(name, table, "fixes", dict), series),
-        wheels=_parse_wheels(name, table.get("wheels", {}), source),
+        wheels=_parse_wheels(name, table.get("wheels", {})),
     )
 
 
@@ -298,33 +297,27 @@ def _parse_fixes(name: str, fixes: dict, series: dict) -> dict[str, frozenset[st
     return parsed
 
 
-def _parse_wheels(name: str, wheels: object, source: "Source") -> dict[str, Wheel]:
-    """`cpu` as { requirement = "NAME==VERSION", sha256 = "..." }, `gpu` as
-    "NAME==VERSION"; the gpu wheel of an sdist target is its own release."""
+def _parse_wheels(name: str, wheels: object) -> dict[str, Wheel]:
+    """Each wheel as { requirement = "NAME==VERSION", sha256 = "..." }."""
     if not isinstance(wheels, dict):
         raise TargetError(f"target {name}: field wheels must be a table")
     _known(f"target {name}: field wheels:", wheels, WHEELS)
     parsed = {}
-    if isinstance(source, SdistSource):
-        parsed["gpu"] = Wheel(source.name, source.version)
     for kind, value in wheels.items():
         field = f"target {name}: field wheels.{kind}"
-        if kind in HASHED_WHEELS:
-            if not isinstance(value, dict):
-                raise TargetError(
-                    f'{field} must read {{ requirement = "NAME==VERSION", sha256 = '
-                    f'"<sha256 of the wheel file>" }}, got {value!r}'
-                )
-            _known(f"{field}:", value, ("requirement", "sha256"))
-            requirement, sha256 = value.get("requirement"), value.get("sha256")
-            if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
-                raise TargetError(
-                    f"{field}.sha256 must be 64 lowercase hex digits (the sha256 of "
-                    f"the wheel file), got {sha256!r}"
-                )
-            field += ".requirement"
-        else:
-            requirement, sha256 = value, None
+        if not isinstance(value, dict):
+            raise TargetError(
+                f'{field} must read {{ requirement = "NAME==VERSION", sha256 = '
+                f'"<sha256 of the wheel file>" }}, got {value!r}'
+            )
+        _known(f"{field}:", value, ("requirement", "sha256"))
+        requirement, sha256 = value.get("requirement"), value.get("sha256")
+        if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
+            raise TargetError(
+                f"{field}.sha256 must be 64 lowercase hex digits (the sha256 of "
+                f"the wheel file), got {sha256!r}"
+            )
+        field += ".requirement"
         match = _REQUIREMENT.fullmatch(
             requirement if isinstance(requirement, str) else ""
         )

@@ -4,8 +4,10 @@
 #
 #   bash scripts/gpu_check.sh [WORKDIR]      (default WORKDIR: .gpu-check)
 #
-# 1. a venv in WORKDIR with the target's CUDA wheel (pip install vllm==0.33.0,
-#    with the torch it asks for) and what the harness needs;
+# 1. a venv in WORKDIR with what the harness needs, then the target's CUDA
+#    wheel (wheels.gpu in harness/targets.toml: vllm 0.33.0 for main),
+#    downloaded and its pinned sha256 checked before pip installs it with the
+#    torch it asks for (python -m harness e2e install --wheel gpu);
 # 2. the target's pristine tree and default-tier patched tree (harness cache:
 #    WORKDIR/cache unless HARNESS_CACHE_DIR is set);
 # 3. the end-to-end test, tests/e2e: a tiny model built locally, KV events over
@@ -18,14 +20,13 @@
 # 5. a summary. Exit 0 when the end-to-end test passed and no upstream test
 #    that passed as released fails with the overlay.
 #
-# GPU_CHECK_TARGET (default main) and GPU_CHECK_VLLM (default vllm==0.33.0)
-# choose another target and its wheel; PYTHON the interpreter for the venv.
+# GPU_CHECK_TARGET (default main) chooses another target (its wheels.gpu);
+# PYTHON the interpreter for the venv.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(realpath -m "${1:-$repo/.gpu-check}")
 target=${GPU_CHECK_TARGET:-main}
-wheel=${GPU_CHECK_VLLM:-vllm==0.33.0}
 export HARNESS_CACHE_DIR=${HARNESS_CACHE_DIR:-$work/cache}
 
 step() { printf '\n==> %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
@@ -38,15 +39,16 @@ started=$(date +%s)
 mkdir -p "$work"
 cd "$repo"
 
-step "venv $work/venv with $wheel"
+step "venv $work/venv with target $target's CUDA wheel"
 "${PYTHON:-python3}" -m venv "$work/venv"
 py=$work/venv/bin/python
 # The harness with what its e2e check and upstream runs need (pyproject.toml's
 # extras); pytest-asyncio and tblib: imported by vLLM's tests/conftest.py; the
 # setuptools plugins, cmake and ninja: pip prepares a vLLM sdist's metadata
-# when the harness fetches the pristine tree.
-"$py" -m pip install "$wheel" --editable "${repo}[e2e,capture,verdict]" \
+# when the harness fetches the pristine tree. Then the wheel, hash-checked.
+"$py" -m pip install --editable "${repo}[e2e,capture,verdict]" \
     pytest-asyncio tblib setuptools_rust setuptools_scm wheel jinja2 cmake ninja
+"$py" -m harness e2e install --target "$target" --wheel gpu
 
 step "pristine and patched trees of target $target"
 pristine=$("$py" -m harness fetch --target "$target")

