@@ -21,6 +21,7 @@ import random
 from typing import Any
 
 from harness.contract.records import Probe, ProbeRecord, ProbeSetup
+from harness.runs.compat import full_attention_hit
 from harness.runs.requests import VOCAB, make_request
 
 # Fresh tokens a continuation adds, at most (in hash blocks).
@@ -118,16 +119,17 @@ class Prober:
             head_size=1,
             dtype=torch.float32,
         )
-        _, hit = FullAttentionManager.find_longest_cache_hit(
-            block_hashes=block_hashes,
+        return full_attention_hit(
+            FullAttentionManager,
+            block_hashes,
+            self.driver.pool,
+            self.driver.block_size,
             max_length=cap,
             kv_cache_group_ids=[0],
-            block_pool=self.driver.pool,
             kv_cache_spec=spec,
             drop_eagle_block=False,
             alignment_tokens=self.hash_block_size,
         )
-        return hit
 
     def record(self, op: int) -> ProbeRecord:
         return ProbeRecord(op, [self.look_up(*drawn) for drawn in self.draw()])
