@@ -8,6 +8,7 @@ it:
 - 0.26: `BlockPool.emit_cached_block_events` and `move_block_hashes`,
   `kv_cache_utils.resolve_block_hashes`, a single-type manager's lookup of
   hash-block hashes (partial entries included) returning its hit length,
+  managers that register partial entries themselves,
   `KVCacheManager.take_kv_cache_block_copies`, the coordinator's
   `enable_partial_hash_hits`, and `get_computed_blocks` returning a third
   value (the shared-prefix boundary);
@@ -111,6 +112,24 @@ def block_hashes_at(block_hashes: Any, hash_block_size: int, block_size: int) ->
     )
 
 
+def fine_grained_hash_lookup(manager_cls: Any) -> bool:
+    """Whether a single-type manager looks a request's hash-block hashes up,
+    partial entries included (0.26 on); before, it looks up whole blocks at
+    its own block size."""
+    return getattr(manager_cls, "supports_fine_grained_hash_lookup", False)
+
+
+def managers_register_partial_entries() -> bool:
+    """Whether the tree's KV cache managers register partial prefix-cache
+    entries (`BlockPool.cache_partial_block`) themselves. They came in 0.26
+    with the fine-grained lookup that serves them (`FullAttentionManager`'s
+    `supports_fine_grained_hash_lookup`); before, the pool has the method
+    but only a program that drives the pool calls it."""
+    from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
+
+    return fine_grained_hash_lookup(FullAttentionManager)
+
+
 def full_attention_hit(
     manager_cls: Any, block_hashes: Any, pool: Any, block_size: int, **arguments: Any
 ) -> int:
@@ -119,7 +138,7 @@ def full_attention_hit(
     parameters). From 0.26 the manager looks the hash-block hashes up itself,
     partial entries included, and returns the hit's length; before, it takes
     the hashes at its block size and returns the blocks alone: whole blocks."""
-    if getattr(manager_cls, "supports_fine_grained_hash_lookup", False):
+    if fine_grained_hash_lookup(manager_cls):
         _, hit = manager_cls.find_longest_cache_hit(
             block_hashes=block_hashes, block_pool=pool, **arguments
         )

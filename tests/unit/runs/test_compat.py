@@ -12,6 +12,7 @@ from harness.runs.compat import (
     can_move_block_hashes,
     can_replace_existing_hashes,
     computed_blocks,
+    fine_grained_hash_lookup,
     full_attention_hit,
     is_replacement,
     partial_hash_hits,
@@ -217,3 +218,8 @@ def test_a_hit_before_0_26_is_whole_blocks(kv_cache_utils_before_0_26):
         ManagerBefore026, ["h2", "h4", "h6"], pool, 4, max_length=5
     )
     assert hit == 4
+
+
+def test_a_manager_looks_hash_blocks_up_only_where_it_says_so():
+    assert fine_grained_hash_lookup(Manager026)
+    assert not fine_grained_hash_lookup(ManagerBefore026)
