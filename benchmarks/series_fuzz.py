@@ -357,7 +357,11 @@ class Fuzzer:
             self.take("evict:allocate")
             running["blocks"].append(hits + [self.pool.null_block] * nulls + new)
             running["cached"].append(len(hits))
-            if hits and rng.random() < 0.3:
+            if (
+                hits
+                and rng.random() < 0.3
+                and compat.pool_methods(self.pool, ["emit_cached_block_events"])
+            ):
                 self.pool.emit_cached_block_events(
                     request, len(hits), self.block_sizes[group], group
                 )
@@ -371,10 +375,8 @@ class Fuzzer:
                 self.cache_partial(request, block, boundary, group)
 
     def cache_hits(self, request, group: int) -> list:
-        from vllm.v1.core.kv_cache_utils import resolve_block_hashes
-
         block_size = self.block_sizes[group]
-        hashes = resolve_block_hashes(request.block_hashes, self.hbs, block_size)
+        hashes = compat.block_hashes_at(request.block_hashes, self.hbs, block_size)
         hits = []
         for index in range((request.num_tokens - 1) // block_size):
             if index >= len(hashes):
@@ -503,7 +505,10 @@ class Fuzzer:
 
     def op_move(self) -> None:
         """A running request keeps writing into its block: the prefix cache
-        keeps a private copy under the same hashes."""
+        keeps a private copy under the same hashes; none before vLLM 0.26,
+        which has no move_block_hashes."""
+        if not compat.can_move_block_hashes(self.pool):
+            return
         sources = [block for block in self.in_use_cached() if block.ref_cnt == 1]
         if not sources or not self.pool.get_num_free_blocks():
             return

@@ -40,6 +40,10 @@ class RunStart(msgspec.Struct, tag="start"):
     none_hash: bytes  # vLLM's NONE_HASH for this run, for C4
     int_block_hashes: bool  # events carry 64-bit ints instead of bytes
     tree: str  # where vllm was imported from
+    # The driven code registers partial prefix-cache entries: a pool driver
+    # always (it calls cache_partial_block itself), a KVCacheManager only
+    # where the tree's managers do (vLLM 0.26 on; harness.runs.compat).
+    partial_entries: bool = True
 
 
 class OpRecord(msgspec.Struct, tag="op"):
@@ -70,7 +74,9 @@ class ProbeSetup(msgspec.Struct, tag="probe-setup"):
     probes_per_op: int
     seed: int  # of the probes' own generator, never the workload's
     # The coordinator's cache-hit alignment in tokens (hash_block_size when
-    # partial hash hits are on, else the scheduler block size).
+    # partial hash hits are on, else the scheduler block size; for a pool
+    # driven alone, its manager's: hash_block_size from vLLM 0.26, whole
+    # blocks before).
     alignment: int
     sliding_windows: list[int | None]  # per KV cache group, tokens
 

@@ -66,8 +66,9 @@ class EngineLayout:
     """What a router is configured with for one engine: the hash block size,
     the coordinator's cache-hit alignment (``hash_block_size`` when partial
     hash hits are on, else the scheduler block size; a single full-attention
-    group driven through its pool uses ``hash_block_size``) and the groups in
-    group-index order."""
+    group driven through its pool uses ``hash_block_size`` where its manager
+    looks hash blocks up, vLLM 0.26 on, and its block size before: whole
+    blocks) and the groups in group-index order."""
 
     hash_block_size: int
     alignment: int

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from harness.runs.compat import is_replacement
+from harness.runs.compat import is_replacement, pool_methods
 
 # Labels (prefix before "@"; the suffix is the group's KVCacheSpecKind):
 #   partial:first             first registration of a partial entry
@@ -56,7 +56,7 @@ class EventLabeller:
         self.group_kinds = group_kinds
         self.labels: dict[int, str] = {}
         self.depth = 0
-        for name in self.METHODS:
+        for name in pool_methods(pool, self.METHODS):
             setattr(pool, name, self._wrap(name, getattr(pool, name)))
 
     def _wrap(self, name: str, method: Callable) -> Callable:

@@ -13,7 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.runs.compat import NO_EAGLE, take_boundary_state_offloads
+from harness.runs.compat import (
+    NO_EAGLE,
+    computed_blocks,
+    partial_hash_hits,
+    release_block_copies,
+    take_boundary_state_offloads,
+)
 from harness.runs.requests import VOCAB, Prompts
 
 
@@ -113,10 +119,10 @@ class ManagerDriver:
             scheduler_config=SimpleNamespace(long_prefill_token_threshold=0),
             **NO_EAGLE,
             num_hash_lookahead_tokens=0,
-            mamba_partial_cache_hit=self.manager.coordinator.enable_partial_hash_hits,
+            mamba_partial_cache_hit=partial_hash_hits(self.manager),
             # vLLM 0.30 reads the scheduler's fine-grained switch here too.
             mamba_fine_grained_prefix_cache=(
-                self.manager.coordinator.enable_partial_hash_hits
+                partial_hash_hits(self.manager)
                 and getattr(self.manager, "mamba_fine_grained_prefix_cache", False)
             ),
             mamba_shared_prefix_checkpoint=False,
@@ -141,8 +147,7 @@ class ManagerDriver:
             self.manager.reset_prefix_cache()
         self._schedule([request for request in scheduled if request in self.running])
         # The step runs: CoW copies are done, so their endpoints are released.
-        _, retained = self.manager.take_kv_cache_block_copies()
-        self.pool.free_blocks(retained)
+        release_block_copies(self.manager)
         self.manager.take_new_block_ids()
         take_boundary_state_offloads(self.manager)
         return name
@@ -150,7 +155,7 @@ class ManagerDriver:
     def _admit(self) -> None:
         request = self.prompts.next_request()
         length = request.num_tokens
-        computed, num_computed, _ = self.manager.get_computed_blocks(request)
+        computed, num_computed = computed_blocks(self.manager, request)
         num_new = self._chunk(request, length - num_computed, num_computed)
         if num_new == 0:
             return

@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.runs.compat import can_replace_existing_hashes
+from harness.runs.compat import block_hashes_at, can_replace_existing_hashes
 from harness.runs.requests import VOCAB, Prompts, cdiv
 
 
@@ -202,9 +202,7 @@ class PoolDriver:
     # -- helpers ------------------------------------------------------------
 
     def _cache_hits(self, request: Any) -> list:
-        from vllm.v1.core.kv_cache_utils import resolve_block_hashes
-
-        block_hashes = resolve_block_hashes(
+        block_hashes = block_hashes_at(
             request.block_hashes, self.hash_block_size, self.block_size
         )
         hits = []

@@ -21,6 +21,7 @@ import random
 from typing import Any
 
 from harness.contract.records import Probe, ProbeRecord, ProbeSetup
+from harness.runs.compat import fine_grained_hash_lookup, full_attention_hit
 from harness.runs.requests import VOCAB, make_request
 
 # Fresh tokens a continuation adds, at most (in hash blocks).
@@ -49,8 +50,19 @@ class Prober:
     def setup(self) -> ProbeSetup:
         if self.coordinator is None:
             # One full-attention group driven through its pool: partial hash
-            # hits at the hash block, as in a hybrid model's attention group.
-            alignment, windows = self.hash_block_size, [None]
+            # hits at the hash block, as in a hybrid model's attention group,
+            # where the manager looks hash blocks up (0.26 on); whole blocks
+            # before.
+            from vllm.v1.core.single_type_kv_cache_manager import (
+                FullAttentionManager,
+            )
+
+            alignment = (
+                self.hash_block_size
+                if fine_grained_hash_lookup(FullAttentionManager)
+                else self.driver.block_size
+            )
+            windows = [None]
         else:
             alignment = getattr(
                 self.coordinator,
@@ -118,16 +130,17 @@ class Prober:
             head_size=1,
             dtype=torch.float32,
         )
-        _, hit = FullAttentionManager.find_longest_cache_hit(
-            block_hashes=block_hashes,
+        return full_attention_hit(
+            FullAttentionManager,
+            block_hashes,
+            self.driver.pool,
+            self.driver.block_size,
             max_length=cap,
             kv_cache_group_ids=[0],
-            block_pool=self.driver.pool,
             kv_cache_spec=spec,
             drop_eagle_block=False,
             alignment_tokens=self.hash_block_size,
         )
-        return hit
 
     def record(self, op: int) -> ProbeRecord:
         return ProbeRecord(op, [self.look_up(*drawn) for drawn in self.draw()])

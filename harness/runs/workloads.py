@@ -39,7 +39,7 @@ from harness.contract.records import (
     encode_record,
 )
 from harness.contract.wire import ExternalBlockHash
-from harness.runs.compat import pool_medium
+from harness.runs.compat import managers_register_partial_entries, pool_medium
 from harness.runs.drivers import CONFIGS, evict_everything
 from harness.runs.labeller import EventLabeller
 from harness.runs.probes import Prober
@@ -151,6 +151,9 @@ def run_start(config: str, seed: int, ops: int, driver) -> RunStart:
         none_hash=kv_cache_utils.NONE_HASH,
         int_block_hashes=envs.VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES,
         tree=os.path.dirname(os.path.dirname(vllm.__file__)),
+        partial_entries=(
+            not hasattr(driver, "manager") or managers_register_partial_entries()
+        ),
     )
 
 
