@@ -119,15 +119,20 @@ def fine_grained_hash_lookup(manager_cls: Any) -> bool:
     return getattr(manager_cls, "supports_fine_grained_hash_lookup", False)
 
 
-def managers_register_partial_entries() -> bool:
-    """Whether the tree's KV cache managers register partial prefix-cache
-    entries (`BlockPool.cache_partial_block`) themselves. They came in 0.26
-    with the fine-grained lookup that serves them (`FullAttentionManager`'s
-    `supports_fine_grained_hash_lookup`); before, the pool has the method
-    but only a program that drives the pool calls it."""
+def full_attention_looks_up_hash_blocks() -> bool:
+    """Whether the tree's `FullAttentionManager` looks hash-block hashes up
+    (0.26 on); before, it serves whole blocks."""
     from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
 
     return fine_grained_hash_lookup(FullAttentionManager)
+
+
+def managers_register_partial_entries() -> bool:
+    """Whether the tree's KV cache managers register partial prefix-cache
+    entries (`BlockPool.cache_partial_block`) themselves. They came in 0.26
+    with the fine-grained lookup that serves them; before, the pool has the
+    method but only a program that drives the pool calls it."""
+    return full_attention_looks_up_hash_blocks()
 
 
 def full_attention_hit(

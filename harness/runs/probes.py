@@ -21,7 +21,10 @@ import random
 from typing import Any
 
 from harness.contract.records import Probe, ProbeRecord, ProbeSetup
-from harness.runs.compat import fine_grained_hash_lookup, full_attention_hit
+from harness.runs.compat import (
+    full_attention_hit,
+    full_attention_looks_up_hash_blocks,
+)
 from harness.runs.requests import VOCAB, make_request
 
 # Fresh tokens a continuation adds, at most (in hash blocks).
@@ -53,13 +56,9 @@ class Prober:
             # hits at the hash block, as in a hybrid model's attention group,
             # where the manager looks hash blocks up (0.26 on); whole blocks
             # before.
-            from vllm.v1.core.single_type_kv_cache_manager import (
-                FullAttentionManager,
-            )
-
             alignment = (
                 self.hash_block_size
-                if fine_grained_hash_lookup(FullAttentionManager)
+                if full_attention_looks_up_hash_blocks()
                 else self.driver.block_size
             )
             windows = [None]
