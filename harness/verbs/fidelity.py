@@ -8,6 +8,9 @@ from harness.runs.drivers import CONFIGS
 from harness.targets import TIERS
 from harness.verbs import add_target_arguments
 
+# harness.consumers.real_routers.ROUTERS, named here so --help imports nothing
+ROUTER_NAMES = ("dynamo", "vllm-router")
+
 
 def register(parser) -> None:
     parser.description = (
@@ -47,6 +50,15 @@ def register(parser) -> None:
     parser.add_argument(
         "--dynamo", action="store_true", help="also Dynamo's RadixTree's predictions"
     )
+    parser.add_argument(
+        "--router",
+        dest="routers",
+        action="append",
+        choices=ROUTER_NAMES,
+        help="instead, replay each stream into this real router, at the hash "
+        "and each cache block size (Dynamo's relay and indexer, vllm-router's "
+        "kv_aware; the consumers extra); repeat for several",
+    )
     parser.set_defaults(run=run, usage_error=parser.error)
 
 
@@ -82,6 +94,8 @@ def run(args) -> int:
     if args.seeds < 1 or args.ops < 1 or args.probes < 1:
         args.usage_error("--seeds, --ops and --probes take a positive number")
     given = given_trees(args)
+    if args.routers:
+        return run_real_routers(args, given)
     if args.dynamo:
         dynamo_core()
     table = measure(
@@ -91,6 +105,21 @@ def run(args) -> int:
         args.ops,
         args.probes,
         args.dynamo,
+    )
+    print(render(table))
+    return 0
+
+
+def run_real_routers(args, given: dict[str, Path]) -> int:
+    from harness.consumers.real_routers import measure_routers, render
+
+    table = measure_routers(
+        named_trees(args, given),
+        args.configs or list(CONFIGS),
+        args.seeds,
+        args.ops,
+        dict.fromkeys(args.routers),
+        args.probes,
     )
     print(render(table))
     return 0
