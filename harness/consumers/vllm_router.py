@@ -63,6 +63,8 @@ ADVANCED = re.compile(
 # What its index skips, as it logs it: "kv_index: unknown parent; skipping
 # unanchored store parent_seq=...".
 SKIPPED = re.compile(r"kv_index: ([^;]+); skipping ([a-z ]+?)(?: [a-z_]+=|$)")
+# A batch its decoder refuses (logged as a warning; the batch is consumed).
+UNDECODED = re.compile(r"kv_index decode batch: (.{0,80})")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -181,7 +183,8 @@ class VllmRouter:
                 stdin=subprocess.DEVNULL, process_group=0,
             )  # fmt: skip
         self.read_at = 0
-        self.last_applied = -1
+        self.applied = 0  # batches its subscriber logged as applied
+        self.undecoded = 0
         self.decisions: list[dict[str, str]] = []
         self.skipped: Counter = Counter()
         try:
@@ -206,12 +209,15 @@ class VllmRouter:
         complete = text[: text.rfind("\n") + 1]
         self.read_at += len(complete.encode())
         for line in ANSI.sub("", complete).splitlines():
-            if (skipped := SKIPPED.search(line)) is not None:
+            if (undecoded := UNDECODED.search(line)) is not None:
+                self.skipped[f"batch not decoded: {undecoded.group(1)}"] += 1
+                self.undecoded += 1
+            elif (skipped := SKIPPED.search(line)) is not None:
                 self.skipped[
                     f"index skipped {skipped.group(2)}: {skipped.group(1)}"
                 ] += 1
-            elif (advanced := ADVANCED.search(line)) is not None:
-                self.last_applied = max(self.last_applied, int(advanced.group(2)))
+            elif ADVANCED.search(line) is not None:
+                self.applied += 1
             elif (decision := DECISION.search(line)) is not None:
                 self.decisions.append(decision.groupdict())
 
@@ -222,12 +228,12 @@ class VllmRouter:
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         while True:
             self._read_log()
-            if self.last_applied >= self.publisher.sequence - 1:
+            if self.applied + self.undecoded >= self.publisher.sequence:
                 return
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise SubscriptionError(
-                    f"vllm-router applied batch {self.last_applied} of "
-                    f"{self.publisher.sequence - 1}"
+                    f"vllm-router consumed {self.applied + self.undecoded} of "
+                    f"{self.publisher.sequence} batches"
                 )
             time.sleep(0.002)
 
@@ -262,7 +268,7 @@ class VllmRouter:
             page, "vllm_router_kv_placement_lookups_total"
         ):
             ledger[f"lookup: {labels.get('result', '?')}"] += int(value)
-        ledger["batches applied"] = self.last_applied + 1
+        ledger["batches applied"] = self.applied
         return ledger
 
     def close(self) -> None:

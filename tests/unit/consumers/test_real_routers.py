@@ -20,6 +20,7 @@ from harness.consumers.vllm_router import (
     ANSI,
     DECISION,
     SKIPPED,
+    UNDECODED,
     StubWorkers,
     prompt_text,
     rendered,
@@ -134,6 +135,8 @@ def test_vllm_router_log_lines_are_read():
     assert ADVANCED.search(advanced).group(2) == "41"
     assert SKIPPED.search(skipped).groups() == ("unknown parent", "unanchored store")
     assert DECISION.search(advanced) is None and SKIPPED.search(decision) is None
+    refused = "WARN vllm_router_rs::kv_index::subscriber: kv_index decode batch: bad"
+    assert UNDECODED.search(refused).group(1) == "bad"
 
 
 @pytest.mark.parametrize("tokens", [[0, 5, 1023], [7] * 20, []])
