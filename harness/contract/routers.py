@@ -79,16 +79,14 @@ class RouterRun:
 
     config: str
     seed: int
-    answers: list[Answer] = field(default_factory=list)
+    # What was published: batches (one per engine step) and their events.
     batches: int = 0
     events: int = 0
+    answers: list[Answer] = field(default_factory=list)
     ledger: Counter = field(default_factory=Counter)
 
     def tally(self) -> Tally:
-        tally = Tally()
-        for answer in self.answers:
-            tally.add(answer.predicted, answer.truth)
-        return tally
+        return Tally.of((answer.predicted, answer.truth) for answer in self.answers)
 
 
 def bounded(raw: int, num_tokens: int, alignment: int) -> int:

@@ -3,9 +3,10 @@
 from collections import Counter
 
 import pytest
-from support.events import labelled, removed, run_start, stored
+from support.events import removed, stored
+from support.probes import SETUP, START, H, op, probe
 
-from harness.contract.records import OpRecord, Probe, ProbeRecord, ProbeSetup
+from harness.contract.records import ProbeRecord
 from harness.contract.routers import (
     bounded,
     measure,
@@ -13,20 +14,6 @@ from harness.contract.routers import (
     reference_router,
 )
 from harness.contract.wire import decode_event
-
-# pool-2x6: blocks of 6 tokens hashed every 2; hash i ends at token 2(i+1).
-H = [100 + index for index in range(9)]
-START = run_start(seed=0, ops=2)
-SETUP = ProbeSetup(probes_per_op=1, seed=0, alignment=2, sliding_windows=[None])
-
-
-def probe(num_tokens, hit):
-    return Probe("prompt", list(range(num_tokens)), H[: num_tokens // 2], hit, [hit])
-
-
-def op(index, *events):
-    return OpRecord(index, "new", [labelled("full@full_attention", e) for e in events])
-
 
 RECORDS = [
     START,
