@@ -2,7 +2,8 @@
 
 The path a Dynamo deployment runs (ai-dynamo-runtime 1.6.1): a
 `KvEventPublisher` in relay mode subscribes to the engine's ZMQ publisher
-(here harness.consumers.publisher replaying a recorded stream), filters and
+(here harness.consumers.publisher replaying a recorded stream, or a real
+vLLM engine's publisher, harness.consumers.engine_routers), filters and
 converts vLLM's events in its Rust ``zmq_wire`` code and publishes them on
 the event plane (zmq, in-memory discovery); a `KvRouter` of the same
 endpoint indexes them in its radix tree and answers ``get_overlap_scores``
@@ -29,8 +30,10 @@ since it started:
   a store whose parent the tree does not hold, dropped whole).
 
 The relay coalesces compatible events, so the indexer's count cannot say
-when everything is applied; `settle` sends a sentinel through the pipeline
-instead (its docstring).
+when everything is applied; `settle` waits until the relay has received
+every event published, then sends a sentinel through the pipeline where the
+harness owns the publisher (a replay), or waits for the indexer's counters
+to stay still where it does not (a real engine's publisher; its docstring).
 """
 
 from __future__ import annotations
@@ -72,6 +75,9 @@ _encoder = msgspec.msgpack.Encoder()
 PLACES = ("dynamo_namespace", "dynamo_component", "worker_id", "router_id")
 SETTLE_TIMEOUT_S = 20.0
 POLL_S = 0.002
+# With a real engine's publisher: how long the indexer's counters must stay
+# unchanged, once the relay has received everything, to count as applied.
+INDEXER_QUIET_S = 0.25
 
 
 def free_port(low: int = 20000, high: int = 32767) -> int:
@@ -155,11 +161,13 @@ async def _answer(request, context=None):
 
 class DynamoRelay:
     """`Router` (harness.contract.routers) over a fresh relay, event plane
-    and KvRouter with router block size ``block_size``."""
+    and KvRouter with router block size ``block_size``, subscribed to
+    ``source`` (a `StreamPublisher`, or harness.consumers.engine_stream's
+    `EngineStream`: a real engine's publisher)."""
 
-    def __init__(self, publisher: StreamPublisher, block_size: int, platform=None):
+    def __init__(self, source: StreamPublisher, block_size: int, platform=None):
         self.platform = platform or DynamoPlatform.shared()
-        self.publisher = publisher
+        self.source = source
         self.block_size = block_size
         self.baseline = self.platform.counters()
         self.platform.namespaces += 1
@@ -188,14 +196,14 @@ class DynamoRelay:
             lambda: core.KvEventPublisher(
                 self.endpoint,
                 kv_block_size=block_size,
-                zmq_endpoint=publisher.endpoint,
+                zmq_endpoint=source.endpoint,
                 zmq_topic="",
             )
         )
         self.router = self.platform.run(
             lambda: core.KvRouter(self.endpoint, block_size, core.KvRouterConfig())
         )
-        publisher.wait_for_subscribers(publisher.subscriptions + 1)
+        source.wait_for_subscribers(source.subscriptions + 1)
         self.sentinels = 0
         self.sentinel_tokens = [SENTINEL_TOKEN] * block_size
         self._wait(
@@ -230,9 +238,46 @@ class DynamoRelay:
             time.sleep(POLL_S)
 
     def publish(self, events: list[bytes]) -> None:
-        self.publisher.send(events)
+        self.source.send(events)
+
+    def received(self) -> int:
+        """Events the relay has received, less the sentinels'."""
+        found = self.gained()
+        total = metrics.total(found, "kv_publisher_zmq_events_total", stage="received")
+        return total - 2 * self.sentinels
 
     def settle(self) -> None:
+        """Wait until the relay has received every event published; then,
+        where the harness owns the publisher, `settle_on_sentinel`, else
+        until the indexer's counters have stayed still for INDEXER_QUIET_S
+        (the engine is idle at a quiet point, so they change only while the
+        indexer applies what the relay passed on)."""
+        self._wait(
+            lambda: self.received() >= self.source.events,
+            f"the relay's receipt of {self.source.events} events",
+        )
+        if self.source.injects:
+            self.settle_on_sentinel()
+        else:
+            self._wait_indexer_still()
+
+    def _wait_indexer_still(self) -> None:
+        last, since = None, time.monotonic()
+
+        def still() -> bool:
+            nonlocal last, since
+            found = self.gained()
+            counts = (
+                metrics.total(found, "kv_cache_events_applied"),
+                metrics.total(found, "router_kv_zmq_ingress_batches_total"),
+            )
+            if counts != last:
+                last, since = counts, time.monotonic()
+            return time.monotonic() - since >= INDEXER_QUIET_S
+
+        self._wait(still, "the indexer's counters staying still")
+
+    def settle_on_sentinel(self) -> None:
         """Publish a sentinel store (a block of its own, tokens no prompt has,
         group 0, the router's block size) and wait until the router scores
         it, then its removal and wait until it is gone: the relay and the
@@ -244,10 +289,10 @@ class DynamoRelay:
             [SENTINEL_HASH], None, block, self.block_size,
             None, "GPU", None, group_idx=0, kv_cache_spec_kind="full_attention",
         )  # fmt: skip
-        self.publisher.send([_encoder.encode(stored)])
+        self.source.send([_encoder.encode(stored)])
         self._wait(lambda: self._scored(block) == self.block_size, "a sentinel store")
         removed = BlockRemoved(stored.block_hashes, "GPU", group_idx=0)
-        self.publisher.send([_encoder.encode(removed)])
+        self.source.send([_encoder.encode(removed)])
         self._wait(lambda: self._scored(block) == 0, "a sentinel removal")
 
     def _scored(self, token_ids) -> int:

@@ -36,7 +36,12 @@ def batch_payload(events: list[bytes], ts: float) -> bytes:
 
 class StreamPublisher:
     """Binds ``tcp://127.0.0.1:<free port>``; `endpoint` is what a
-    subscriber connects to."""
+    subscriber connects to. A router adapter's stream source: `sequence`
+    and `events` count what was published (`batch_events`: each batch's
+    events, by sequence number), and, since this publisher is the harness's
+    own, a router may `send` batches of its own to settle on (`injects`)."""
+
+    injects = True
 
     def __init__(self):
         zmq = require("zmq", "capture")
@@ -48,6 +53,8 @@ class StreamPublisher:
         port = self.socket.bind_to_random_port("tcp://127.0.0.1")
         self.endpoint = f"tcp://127.0.0.1:{port}"
         self.sequence = 0  # the next batch's
+        self.events = 0  # published so far
+        self.batch_events: list[int] = []
         self.subscriptions = 0
 
     def wait_for_subscribers(self, count: int = 1) -> None:
@@ -71,6 +78,8 @@ class StreamPublisher:
         payload = batch_payload(events, time.time())
         self.socket.send_multipart([TOPIC, sequence.to_bytes(8, "big"), payload])
         self.sequence += 1
+        self.events += len(events)
+        self.batch_events.append(len(events))
         return sequence
 
     def close(self) -> None:

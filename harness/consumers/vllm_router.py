@@ -23,9 +23,12 @@ event's ``block_size``, engine hashes kept as anchors; a store whose parent
 it has no anchor for is skipped (its debug log: "unknown parent; skipping
 unanchored store"); the request is looked up at ``--kv-event-block-size``.
 The ledger counts those skips, its decision outcomes and its lookups
-(``vllm_router_kv_placement_lookups_total``).
-`settle` waits until its log says the subscriber applied the last batch's
-sequence number.
+(``vllm_router_kv_placement_lookups_total``). Its decoder refuses a whole
+batch when one event in it breaks its rules (a store with no hash, as a
+Mamba group's of released vLLM): the log says why, and the ledger counts
+the events such batches held (the batches whose sequence number never
+advanced). `settle` waits until its log has accounted for every batch
+published: applied or refused.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ DECISION = re.compile(
     r".*?credited_prefix_tokens=(?P<credited>\d+)"
 )
 ADVANCED = re.compile(
-    r"kv_index live sequence advanced source=(\S+) rank=\d+ seq=(\d+)"
+    r"kv_index live sequence advanced source=(\S+) rank=\d+ seq=(?P<seq>\d+)"
 )
 # What its index skips, as it logs it: "kv_index: unknown parent; skipping
 # unanchored store parent_seq=...".
@@ -150,12 +153,12 @@ def router_command() -> str:
 
 class VllmRouter:
     """`Router` (harness.contract.routers) over a vllm-router process with
-    ``--kv-event-block-size block_size``."""
+    ``--kv-event-block-size block_size``, its events from ``source`` (a
+    `StreamPublisher`, or harness.consumers.engine_stream's `EngineStream`:
+    a real engine's publisher)."""
 
-    def __init__(
-        self, publisher: StreamPublisher, block_size: int, hash_seed: str = "0"
-    ):
-        self.publisher = publisher
+    def __init__(self, source: StreamPublisher, block_size: int, hash_seed: str = "0"):
+        self.source = source
         self.block_size = block_size
         self.workers = StubWorkers()
         self.scratch = Path(tempfile.mkdtemp(prefix="harness-vllm-router-"))
@@ -168,7 +171,7 @@ class VllmRouter:
             "--host", "127.0.0.1", "--port", str(self.port),
             "--worker-urls", *self.workers.urls,
             "--policy", "kv_aware",
-            "--kv-event-source", f"{indexed}={publisher.endpoint}",
+            "--kv-event-source", f"{indexed}={source.endpoint}",
             "--kv-event-block-size", str(block_size),
             "--kv-event-model", MODEL,
             "--log-level", "debug",
@@ -183,12 +186,12 @@ class VllmRouter:
                 stdin=subprocess.DEVNULL, process_group=0,
             )  # fmt: skip
         self.read_at = 0
-        self.applied = 0  # batches its subscriber logged as applied
+        self.advanced: set[int] = set()  # sequence numbers applied
         self.undecoded = 0
         self.decisions: list[dict[str, str]] = []
         self.skipped: Counter = Counter()
         try:
-            publisher.wait_for_subscribers(publisher.subscriptions + 1)
+            source.wait_for_subscribers(source.subscriptions + 1)
             self._wait_ready()
         except BaseException:
             self.close()
@@ -210,30 +213,30 @@ class VllmRouter:
         self.read_at += len(complete.encode())
         for line in ANSI.sub("", complete).splitlines():
             if (undecoded := UNDECODED.search(line)) is not None:
-                self.skipped[f"batch not decoded: {undecoded.group(1)}"] += 1
+                self.skipped[f"batch refused whole: {undecoded.group(1)}"] += 1
                 self.undecoded += 1
             elif (skipped := SKIPPED.search(line)) is not None:
                 self.skipped[
                     f"index skipped {skipped.group(2)}: {skipped.group(1)}"
                 ] += 1
-            elif ADVANCED.search(line) is not None:
-                self.applied += 1
+            elif (advanced := ADVANCED.search(line)) is not None:
+                self.advanced.add(int(advanced["seq"]))
             elif (decision := DECISION.search(line)) is not None:
                 self.decisions.append(decision.groupdict())
 
     def publish(self, events: list[bytes]) -> None:
-        self.publisher.send(events)
+        self.source.send(events)
 
     def settle(self) -> None:
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         while True:
             self._read_log()
-            if self.applied + self.undecoded >= self.publisher.sequence:
+            consumed = len(self.advanced) + self.undecoded
+            if consumed >= self.source.sequence:
                 return
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise SubscriptionError(
-                    f"vllm-router consumed {self.applied + self.undecoded} of "
-                    f"{self.publisher.sequence} batches"
+                    f"vllm-router consumed {consumed} of {self.source.sequence} batches"
                 )
             time.sleep(0.002)
 
@@ -268,8 +271,14 @@ class VllmRouter:
             page, "vllm_router_kv_placement_lookups_total"
         ):
             ledger[f"lookup: {labels.get('result', '?')}"] += int(value)
-        ledger["batches applied"] = self.applied
-        return ledger
+        ledger["batches applied"] = len(self.advanced)
+        refused = [
+            self.source.batch_events[seq]
+            for seq in range(self.source.sequence)
+            if seq not in self.advanced
+        ]
+        ledger["events in batches refused whole"] = sum(refused)
+        return +ledger
 
     def close(self) -> None:
         processes.end_group(self.process)

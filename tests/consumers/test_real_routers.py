@@ -94,15 +94,24 @@ def test_dynamos_relay_received_every_event_and_says_what_it_dropped(table):
 def test_vllm_router_applied_every_batch_and_decided_every_request(table):
     for (config, tree, _, size, _), cell in cells(table, "vllm-router").items():
         ledger = cell.ledger
-        undecoded = sum(
-            v for k, v in ledger.items() if k.startswith("batch not decoded")
+        refused = sum(
+            v for k, v in ledger.items() if k.startswith("batch refused whole")
         )
-        assert ledger["batches applied"] + undecoded == cell.batches, (config, tree)
+        assert ledger["batches applied"] + refused == cell.batches, (config, tree)
+        # A refused batch loses every event in it, its good ones too.
+        assert (ledger["events in batches refused whole"] > 0) == (refused > 0)
         decisions = sum(v for k, v in ledger.items() if k.startswith("decision: "))
         assert decisions == cell.tally.probes, (config, tree, size)
+        # The answer read is the chosen worker's credit: the indexed worker's
+        # lookup hit exactly when that credit is not zero.
+        credited = sum(a.raw > 0 for run in cell.runs for a in run.answers)
+        assert credited == ledger["lookup: hit"], (config, tree, size)
     pristine = table.totals()["vllm-router", "hash", "pristine"].ledger
     # Pristine streams name parents the router never saw (K1): it skips them.
     assert pristine["index skipped unanchored store: unknown parent"] > 0
+    # Released vLLM's Mamba stores with no hash make its decoder refuse the
+    # whole batch they are in.
+    assert pristine["batch refused whole: KV event hashes must be a nonempty array"]
 
 
 def test_a_run_prints_request_by_request(table):

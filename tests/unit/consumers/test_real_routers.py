@@ -132,7 +132,7 @@ def test_vllm_router_log_lines_are_read():
         "worker": "http://127.0.0.1:18101",
         "credited": "8",
     }
-    assert ADVANCED.search(advanced).group(2) == "41"
+    assert ADVANCED.search(advanced)["seq"] == "41"
     assert SKIPPED.search(skipped).groups() == ("unknown parent", "unanchored store")
     assert DECISION.search(advanced) is None and SKIPPED.search(decision) is None
     refused = "WARN vllm_router_rs::kv_index::subscriber: kv_index decode batch: bad"
