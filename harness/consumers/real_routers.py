@@ -14,6 +14,7 @@ what each router used and dropped of the stream, by its own reasons.
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,20 +35,22 @@ from harness.contract.routers import (
 REFERENCE = "reference"
 
 
-def dynamo_router(publisher, block_size):
-    from harness.consumers.dynamo_relay import DynamoRelay
+def imported(module: str, name: str):
+    """A factory(source, block size) of ``module``'s `Router` class
+    ``name``, imported when first called (the routers' wheels are the
+    consumers extra)."""
 
-    return DynamoRelay(publisher, block_size)
+    def make(source, block_size: int):
+        return getattr(importlib.import_module(module), name)(source, block_size)
+
+    return make
 
 
-def vllm_router(publisher, block_size):
-    from harness.consumers.vllm_router import VllmRouter
-
-    return VllmRouter(publisher, block_size)
-
-
-# name -> factory(publisher, block size) of a `Router` with close()
-ROUTERS = {"dynamo": dynamo_router, "vllm-router": vllm_router}
+# name -> factory(stream source, block size) of a `Router` with close()
+ROUTERS = {
+    "dynamo": imported("harness.consumers.dynamo_relay", "DynamoRelay"),
+    "vllm-router": imported("harness.consumers.vllm_router", "VllmRouter"),
+}
 
 
 def block_sizes(start: RunStart) -> dict[int, str]:
@@ -98,6 +101,7 @@ class RoutersTable:
     probes: int
     # (config, tree, router, block size, 'hash'|'cache'|'') -> Cell
     cells: dict[tuple[str, str, str, int, str], Cell] = field(default_factory=dict)
+    caption: str | None = None  # the table's first line, when not the default
 
     def add(self, config, tree, router, size, kind, run: RouterRun) -> None:
         self.cells.setdefault((config, tree, router, size, kind), Cell()).add(run)
@@ -142,10 +146,13 @@ def _row(cells: list[str]) -> str:
 
 def render(table: RoutersTable) -> str:
     headers = ["config", "tree", "router", "block size", *CELL_HEADERS]
-    lines = [
+    caption = table.caption or (
         f"Real routers: {table.seeds} seeds x {table.ops} operations per config, "
         f"{table.probes} probes per quiet point, predictions bounded by "
-        "num_tokens - 1 at the alignment. over/under: probes (mean tokens).",
+        "num_tokens - 1 at the alignment. over/under: probes (mean tokens)."
+    )
+    lines = [
+        caption,
         "",
         _row(headers),
         _row(["---"] * 4 + ["---:"] * len(CELL_HEADERS)),

@@ -72,6 +72,13 @@ class Answer:
     def verdict(self) -> str:
         return verdict(self.predicted, self.truth)
 
+    @classmethod
+    def of(cls, op, origin, num_tokens, truth, raw, alignment) -> Answer:
+        """The router's ``raw`` answer beside the engine's ``truth``,
+        `bounded` at ``alignment``."""
+        predicted = bounded(raw, num_tokens, alignment)
+        return cls(op, origin, num_tokens, truth, raw, predicted)
+
 
 @dataclass
 class RouterRun:
@@ -121,14 +128,10 @@ def measure(records: Sequence[Record], router: Router) -> RouterRun:
             router.settle()
             for probe in record.probes:
                 raw = router.predict(probe.token_ids, probe.block_hashes)
+                tokens = len(probe.token_ids)
                 run.answers.append(
-                    Answer(
-                        op=record.op,
-                        origin=probe.origin,
-                        num_tokens=len(probe.token_ids),
-                        truth=probe.hit,
-                        raw=raw,
-                        predicted=bounded(raw, len(probe.token_ids), setup.alignment),
+                    Answer.of(
+                        record.op, probe.origin, tokens, probe.hit, raw, setup.alignment
                     )
                 )
     router.settle()

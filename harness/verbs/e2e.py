@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from harness.consumers import ROUTER_NAMES
 from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET
 from harness.targets import TIERS, WHEELS
 
@@ -52,6 +53,36 @@ def register(parser) -> None:
         "reports/e2e-TARGET.json in the cache directory)",
     )
     check.set_defaults(run=run)
+    routers = commands.add_parser(
+        "routers",
+        help="pristine, default-tier and strict-tier sessions with real "
+        "routers subscribed to the engine, each request asked of them first: "
+        "their predicted hits against the engine's (the consumers extra; "
+        "docs/consumers.md)",
+    )
+    routers.add_argument(
+        "--target", default=DEFAULT_TARGET, help=f"default {DEFAULT_TARGET}"
+    )
+    routers.add_argument(
+        "--dtype", default=DEFAULT_DTYPE, help=f"default {DEFAULT_DTYPE}"
+    )
+    routers.add_argument("--seed", type=int, default=0)
+    routers.add_argument(
+        "--router",
+        dest="routers",
+        action="append",
+        choices=ROUTER_NAMES,
+        help="repeat for several (default: every one)",
+    )
+    routers.set_defaults(run=run_routers)
+    relay = commands.add_parser(
+        "dynamo-relay",
+        help="Dynamo's relay and indexer on an engine's publisher, answering "
+        "on stdin (internal)",
+    )
+    relay.add_argument("--endpoint", required=True)
+    relay.add_argument("--block-size", type=int, required=True)
+    relay.set_defaults(run=dynamo_relay)
     copy = commands.add_parser(
         "overlay",
         help="copy a target's patched Python files over the installed vllm",
@@ -68,6 +99,10 @@ def register(parser) -> None:
     engine.add_argument(
         "--requests", type=Path, help="write each request served (a record file)"
     )
+    engine.add_argument(
+        "--gate", help="a REQ endpoint asked before each request (internal)"
+    )
+    engine.add_argument("--topic", default="kv", help="the events' topic (internal)")
     engine.set_defaults(run=engine_session)
     dtype = commands.add_parser(
         "engine-dtype",
@@ -98,6 +133,26 @@ def run(args) -> int:
     return 0
 
 
+def run_routers(args) -> int:
+    from harness.consumers.engine_routers import render_requests, routers_end_to_end
+    from harness.consumers.real_routers import render
+
+    outcome = routers_end_to_end(
+        args.target, args.dtype, args.routers or ROUTER_NAMES, args.seed
+    )
+    print(render(outcome.table()))
+    for session in outcome.sessions.values():
+        print(render_requests(session) + "\n")
+    print(f"end to end, routers subscribed: {outcome.wall_s:.0f} s")
+    return 0
+
+
+def dynamo_relay(args) -> int:
+    from harness.consumers.dynamo_process import serve_relay
+
+    return serve_relay(args.endpoint, args.block_size)
+
+
 def overlay(args) -> int:
     from harness.series.overlay import prepare_overlay
 
@@ -112,7 +167,15 @@ def overlay(args) -> int:
 def engine_session(args) -> int:
     from harness.runs.engine import engine_session
 
-    engine_session(args.model, args.endpoint, args.dtype, args.seed, args.requests)
+    engine_session(
+        args.model,
+        args.endpoint,
+        args.dtype,
+        args.seed,
+        args.requests,
+        args.gate,
+        args.topic,
+    )
     return 0
 
 

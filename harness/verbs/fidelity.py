@@ -3,13 +3,15 @@ engine's hits, pristine against patched."""
 
 from pathlib import Path
 
-from harness.consumers import DEFAULT_OPS, DEFAULT_PROBES, DEFAULT_SEEDS
+from harness.consumers import (
+    DEFAULT_OPS,
+    DEFAULT_PROBES,
+    DEFAULT_SEEDS,
+    ROUTER_NAMES,
+)
 from harness.runs.drivers import CONFIGS
 from harness.targets import TIERS
 from harness.verbs import add_target_arguments
-
-# harness.consumers.real_routers.ROUTERS, named here so --help imports nothing
-ROUTER_NAMES = ("dynamo", "vllm-router")
 
 
 def register(parser) -> None:
