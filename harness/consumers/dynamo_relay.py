@@ -241,10 +241,10 @@ class DynamoRelay:
         self.source.send(events)
 
     def received(self) -> int:
-        """Events the relay has received, less the sentinels'."""
+        """Events the relay has received, the sentinels' included (the
+        source counts them among those it published)."""
         found = self.gained()
-        total = metrics.total(found, "kv_publisher_zmq_events_total", stage="received")
-        return total - 2 * self.sentinels
+        return metrics.total(found, "kv_publisher_zmq_events_total", stage="received")
 
     def settle(self) -> None:
         """Wait until the relay has received every event published; then,

@@ -102,10 +102,11 @@ def test_vllm_router_applied_every_batch_and_decided_every_request(table):
         assert (ledger["events in batches refused whole"] > 0) == (refused > 0)
         decisions = sum(v for k, v in ledger.items() if k.startswith("decision: "))
         assert decisions == cell.tally.probes, (config, tree, size)
-        # The answer read is the chosen worker's credit: the indexed worker's
-        # lookup hit exactly when that credit is not zero.
+        # The answer read is the chosen worker's credit: never more often
+        # not zero than the indexed worker's lookup hit (a hit can be
+        # credited 0, capped below the prompt's length).
         credited = sum(a.raw > 0 for run in cell.runs for a in run.answers)
-        assert credited == ledger["lookup: hit"], (config, tree, size)
+        assert credited <= ledger["lookup: hit"], (config, tree, size)
     pristine = table.totals()["vllm-router", "hash", "pristine"].ledger
     # Pristine streams name parents the router never saw (K1): it skips them.
     assert pristine["index skipped unanchored store: unknown parent"] > 0

@@ -122,8 +122,10 @@ def test_vllm_router_accounted_for_every_batch_by_its_own_reasons(session):
         assert ledger["events in batches refused whole"] == held
         decisions = sum(v for k, v in ledger.items() if k.startswith("decision: "))
         assert decisions == len(session.asked)
+        # Its answer is the chosen worker's credit: not zero only where the
+        # indexed worker's lookup hit.
         answers = session.runs["vllm-router", size].answers
-        assert sum(a.raw > 0 for a in answers) == ledger["lookup: hit"]
+        assert sum(a.raw > 0 for a in answers) <= ledger["lookup: hit"]
 
 
 def test_the_tables_print(outcome, capsys):
