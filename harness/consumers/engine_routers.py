@@ -90,6 +90,9 @@ class Asked:
     tokens: list[int]
     batches: int
     raw: dict[tuple[str, int], int]
+    # Batches that arrived while the routers were asked: the stream was not
+    # quiet after all, and the routers may have seen more than `batches`.
+    late: int = 0
 
 
 @dataclass
@@ -192,7 +195,9 @@ def ask_routers(request, stream: EngineStream, adapters, deadline) -> Asked:
     for adapter in adapters.values():
         adapter.settle()
     raw = {key: adapter.predict(tokens, []) for key, adapter in adapters.items()}
-    return Asked(number, phase, tokens, stream.sequence, raw)
+    held = stream.sequence
+    stream.take()
+    return Asked(number, phase, tokens, held, raw, late=stream.sequence - held)
 
 
 def answers(session: RoutersSession, raw_of) -> list[Answer]:

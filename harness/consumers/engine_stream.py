@@ -77,7 +77,12 @@ class EngineStream:
             self.heard = time.monotonic()
 
     def wait_quiet(self, deadline: float) -> None:
-        """Take messages until none has come for QUIET_S."""
+        """Take messages until none has come for QUIET_S, counted from now
+        at the earliest: at a gate, the engine's last batch may still be on
+        its way (vLLM's publisher thread sends it while the request's output
+        returns), and the step before it may be longer ago than QUIET_S
+        (a step on two busy cores took that long)."""
+        self.heard = max(self.heard, time.monotonic())
         while time.monotonic() - self.heard < QUIET_S:
             if time.monotonic() > deadline:
                 raise SubscriptionError(

@@ -50,6 +50,8 @@ def test_each_session_ran_whole_and_left_nothing(session):
     assert len(session.asked) == len(session.served) > 0
     assert session.stream.sequence_check.incomplete() is None
     assert session.stream.events > 0
+    # Every gate was quiet: no batch arrived while the routers were asked.
+    assert [a.late for a in session.asked] == [0] * len(session.asked)
 
 
 def test_every_router_answered_every_request_at_both_block_sizes(session):
