@@ -220,25 +220,33 @@ class DynamoRelay:
         self.events_before = source.events
 
     def _prime(self) -> None:
-        """Send sentinel stores until the router scores one, then remove it.
-        The router's subscription to the relay's event plane is live some
-        time after Dynamo counts it activated: a store published at once
-        reaches the relay and not the indexer (seen once in 24 relays)."""
-        block = self.sentinel_tokens
+        """Send the sentinel store until the router scores it, and its
+        removal until it scores 0, each again every PRIME_RESEND_S. The
+        router's subscription to the relay's event plane is live some time
+        after Dynamo counts it activated: events published at once reach
+        the relay and not the indexer (seen twice in about 50 relays, a
+        store once and a removal once)."""
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
-        while self._scored(block) != self.block_size:
-            if time.monotonic() > deadline:
-                raise SubscriptionError(
-                    f"Dynamo ({self.namespace}): its indexer scored no sentinel "
-                    f"within {SETTLE_TIMEOUT_S:.0f} s"
-                )
-            self.source.send([_encoder.encode(self._sentinel_store())])
-            sent = time.monotonic()
-            while time.monotonic() - sent < PRIME_RESEND_S:
-                if self._scored(block) == self.block_size:
-                    break
-                time.sleep(POLL_S)
-        self._remove_sentinel()
+        store = _encoder.encode(self._sentinel_store())
+        removal = _encoder.encode(BlockRemoved([SENTINEL_HASH], "GPU", group_idx=0))
+        for event, scored in ((store, self.block_size), (removal, 0)):
+            while not self._resent_until(event, scored):
+                if time.monotonic() > deadline:
+                    raise SubscriptionError(
+                        f"Dynamo ({self.namespace}): its indexer did not apply "
+                        f"a sentinel within {SETTLE_TIMEOUT_S:.0f} s"
+                    )
+
+    def _resent_until(self, event: bytes, scored: int) -> bool:
+        """Send ``event``; whether the sentinel scores ``scored`` within
+        PRIME_RESEND_S."""
+        self.source.send([event])
+        sent = time.monotonic()
+        while time.monotonic() - sent < PRIME_RESEND_S:
+            if self._scored(self.sentinel_tokens) == scored:
+                return True
+            time.sleep(POLL_S)
+        return False
 
     def gained(self) -> list[tuple[str, dict[str, str], float]]:
         """Dynamo's samples, less their values when this relay started."""
