@@ -11,18 +11,17 @@ one. Files the pins point at (series files, local source trees) are checked
 when they are used, not here.
 """
 
-import difflib
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import checkout
-from harness.contract import CLASSES
 from harness.errors import TargetError
+from harness.tiers import STREAMS, TIERS, parse_fixes, parse_streams
+from harness.tiers import hint as _hint
+from harness.tiers import known as _known
 
-# The tiers a series table may name; `default` is required.
-TIERS = ("default", "strict")
 SELECTIONS = ("ci", "full")
 # What a target's table may hold; every one of them but `same_as`,
 # `description` and `source` may also be written once in [defaults].
@@ -33,6 +32,7 @@ FIELDS = (
     "patches",
     "series",
     "fixes",
+    "streams",
     "wheels",
     "upstream_tests",
     "upstream_tests_full",
@@ -145,6 +145,10 @@ class Target:
     fixes: dict[str, frozenset[str]]
     # Released wheels by kind (WHEELS).
     wheels: dict[str, Wheel]
+    streams: dict[str, str] = field(default_factory=dict)  # tier -> STREAMS
+
+    def stream(self, tier: str) -> str:
+        return self.streams.get(tier, STREAMS[0])
 
     def series_file(self, tier: str) -> Path:
         if tier not in self.series:
@@ -222,18 +226,6 @@ def get_target(name: str, path: Path | None = None) -> Target:
     return targets[name]
 
 
-def _hint(name: str, known) -> str:
-    close = difflib.get_close_matches(str(name), [str(key) for key in known], n=1)
-    return f"; perhaps you meant {close[0]!r}?" if close else ""
-
-
-def _known(where: str, table: dict, allowed) -> None:
-    """Refuse keys of ``table`` not in ``allowed``, suggesting the closest."""
-    for key in table:
-        if key not in allowed:
-            raise TargetError(f"{where} {key!r} is not known{_hint(key, allowed)}")
-
-
 def _cascade(name: str, tables: dict, seen: tuple[str, ...]) -> dict:
     """A target's own fields over those of the target it is `same_as`."""
     table = tables[name]
@@ -276,25 +268,10 @@ def _parse_target(name: str, table: dict, root: Path) -> Target:
         series=dict(series),
         upstream_tests=_test_list(name, table, "upstream_tests"),
         upstream_tests_full=_test_list(name, table, "upstream_tests_full"),
-        fixes=_parse_fixes(name, _required(name, table, "fixes", dict), series),
+        fixes=parse_fixes(name, _required(name, table, "fixes", dict), series),
         wheels=_parse_wheels(name, table.get("wheels", {})),
+        streams=parse_streams(name, table.get("streams", {}), series),
     )
-
-
-def _parse_fixes(name: str, fixes: dict, series: dict) -> dict[str, frozenset[str]]:
-    """Per tier of the series table, the classes it fixes."""
-    _known(f"target {name}: field fixes: tier", fixes, tuple(series))
-    parsed = {}
-    for tier in series:
-        classes = fixes.get(tier)
-        if not isinstance(classes, list):
-            raise TargetError(
-                f"target {name}: field fixes.{tier} must list the classes the "
-                f"{tier} tier fixes (K1-K5), [] for none"
-            )
-        _known(f"target {name}: field fixes.{tier}: class", classes, tuple(CLASSES))
-        parsed[tier] = frozenset(classes)
-    return parsed
 
 
 def _parse_wheels(name: str, wheels: object) -> dict[str, Wheel]:

