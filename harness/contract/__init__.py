@@ -100,10 +100,16 @@ CLASSES = _table(
     Entry(
         "K4",
         "nothing live to hang from",
-        "skipped (null or masked) blocks are never announced, a parent block "
-        "was evicted in use, or a partial entry's block start is held nowhere",
+        "skipped (null or masked) blocks are never announced, or a partial "
+        "entry's block start is held nowhere",
     ),
     Entry("K5", "physical copies", "a hash stored again while it is live"),
+    Entry(
+        "K6",
+        "evicted parent",
+        "a full-attention block's store names a parent block that was "
+        "evicted while its request used it",
+    ),
 )
 
 
