@@ -49,6 +49,12 @@ def tier_fixes_of(tier: str) -> frozenset[str]:
     return get_target(os.environ.get("HARNESS_TARGET", "main")).fixes[tier]
 
 
+def tier_stream_of(tier: str) -> str:
+    """What the tier's stream is (targets.toml's `streams`): "ancestry" or
+    "holdings" (docs/contract.md, C6 and C7)."""
+    return get_target(os.environ.get("HARNESS_TARGET", "main")).stream(tier)
+
+
 def pytest_collection_modifyitems(config, items):
     missing = [name for name in TREE_VARIABLES if not os.environ.get(name)]
     tier = os.environ.get("HARNESS_TIER", "default")
@@ -204,6 +210,12 @@ def conformance():
 @pytest.fixture(scope="session")
 def tier_fixes(conformance) -> frozenset[str]:
     return tier_fixes_of(conformance.tier)
+
+
+@pytest.fixture(scope="session")
+def holdings(conformance) -> bool:
+    """The tier's stream is exactly what the pool holds."""
+    return tier_stream_of(conformance.tier) == "holdings"
 
 
 def write_fidelity(write, fidelity) -> None:
