@@ -60,6 +60,12 @@ class SessionReport:
     # engine's num_cached_tokens, and (phase, predicted, served) per request.
     fidelity: Tally = field(default_factory=Tally)
     predictions: list[tuple[str, int, int]] = field(default_factory=list)
+    # Prefix-cache resets, and those whose AllBlocksCleared reached the
+    # stream only after the next request was sent (rule C9).
+    resets: int = 0
+    late_resets: int = 0
+    # Indexes into `predictions` of the requests sent right after a reset.
+    after_reset: list[int] = field(default_factory=list)
 
     def as_json(self) -> dict:
         """The counts of the session, for the e2e report (harness.runs.e2e)."""
@@ -88,6 +94,9 @@ class SessionReport:
             "outlived_leader": len(session.outlived_leader),
             "survivors": len(session.survivors),
             "fidelity": asdict(self.fidelity),
+            "predictions": [list(prediction) for prediction in self.predictions],
+            "resets": self.resets,
+            "late_resets": self.late_resets,
         }
 
     def rules(self) -> dict[str, int]:
@@ -131,6 +140,8 @@ class SessionReport:
                 f"{predicted}/{served}" + ("" if predicted == served else "*")
                 for _, predicted, served in self.predictions
             ),
+            f"  prefix-cache resets: {self.resets}, reaching the stream after "
+            f"the next request was sent: {self.late_resets}",
         ]
         lines += [f"    {violation}" for violation in self.violations[:5]]
         return "\n".join(lines)
@@ -163,12 +174,11 @@ def judge(session: Session) -> SessionReport:
         for position, event in enumerate(batch.events):
             if isinstance(event, AllBlocksCleared):
                 report.clears += 1
-                if report.clears == 1:
-                    before_clear = StreamChecker(views=copy_views(checker))
-                    before_clear.apply(batch.events[:position])
-                    report.shared_live_at_reset = shared_hashes_live(
-                        before_clear, shared
-                    )
+                # The last reset follows eviction traffic: nothing of the
+                # shared prefix should be live by then.
+                before_clear = StreamChecker(views=copy_views(checker))
+                before_clear.apply(batch.events[:position])
+                report.shared_live_at_reset = shared_hashes_live(before_clear, shared)
         for event in batch.events:
             if isinstance(event, BlockStored):
                 kinds.setdefault(event.group_idx, event.kv_cache_spec_kind)
@@ -245,10 +255,22 @@ def judge_fidelity(report: SessionReport) -> None:
     layout = engine_layout(batches)
     index = RouterIndex()
     applied = 0
+    pending_reset = False
     for request in session.requests:
         while applied < len(batches) and batches[applied].ts < request.sent:
+            for event in batches[applied].events:
+                pending_reset = pending_reset and not isinstance(
+                    event, AllBlocksCleared
+                )
             index.apply_all(batches[applied].events)
             applied += 1
+        report.late_resets += pending_reset
+        if request.phase == "reset":
+            report.resets += 1
+            pending_reset = True
+            report.after_reset.append(len(report.predictions))
+            continue
+        pending_reset = False
         predicted = predict(
             layout,
             index.holding(layout.medium),

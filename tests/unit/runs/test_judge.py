@@ -1,6 +1,7 @@
 """An engine session's capture judged, on hand-built streams (no engine)."""
 
 import msgspec
+import pytest
 from support.events import cleared, payload, removed, stored
 
 from harness.contract.records import ServedRequest
@@ -130,3 +131,27 @@ def test_a_hybrid_hit_needs_every_group():
     )
     # Attention serves 160, the Mamba state is cached at 128 only.
     assert report.predictions == [("shared", 128, 128)]
+
+
+def reset(sent):
+    return ServedRequest("reset", [], [], sent, 0)
+
+
+@pytest.mark.parametrize(("cleared_at", "late"), [(2.5, 0), (3.5, 1)])
+def test_a_reset_is_late_when_its_clear_follows_the_next_request(cleared_at, late):
+    """The clear must reach the stream between the reset and the request
+    sent after it; until it does, the router still holds the old blocks."""
+    block = {"block_size": BLOCK_SIZE}
+    report = judge(
+        session(
+            payload(
+                stored([4], None, **block, **ATTENTION),
+                stored([4], None, **block, **MAMBA),
+            ),
+            payload(cleared(), ts=cleared_at),
+            requests=[reset(sent=2.0), served(sent=3.0, cached=0)],
+        )
+    )
+    assert (report.resets, report.late_resets) == (1, late)
+    assert report.after_reset == [0]
+    assert report.predictions == [("shared", 128 if late else 0, 0)]
