@@ -69,12 +69,19 @@ RULES = _table(
         "C7",
         "wire compatibility",
         "the patched stream is the pristine stream, byte for byte, plus "
-        "ancestry stores and their removals",
+        "ancestry stores and their removals, or with its partial-entry stores "
+        "rewritten to the pool's holdings",
     ),
     Entry(
         "C8",
         "upstream tests preserved",
         "every upstream test that passes pristine passes patched",
+    ),
+    Entry(
+        "C9",
+        "timeliness",
+        "an operation's events reach the stream before the engine admits a "
+        "request that depends on them",
     ),
 )
 

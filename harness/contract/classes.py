@@ -53,8 +53,9 @@ from harness.contract.records import (
 from harness.contract.wire import BlockRemoved, BlockStored, decode_event
 
 CLASSES = tuple(CLASS_TABLE)
-# The rules a workload's replay checks; C7 compares two runs, C8 test outcomes.
-RULES = tuple(rule for rule in RULE_TABLE if rule not in ("C7", "C8"))
+# The rules a workload's replay checks; C7 compares two runs, C8 test
+# outcomes, C9 a real engine's timing (harness.runs.judge).
+RULES = tuple(rule for rule in RULE_TABLE if rule not in ("C7", "C8", "C9"))
 SPARSE_GROUP_KINDS = {"sliding_window", "mamba"}
 # Label (before "@") of the call whose entry store is at fault -> class
 # (harness.runs.labeller names the calls). An entry whose cache block starts
@@ -296,8 +297,7 @@ def rewritable_stores(
             kind, _, group_kind = event.label.partition("@")
             owner = (
                 "K6"
-                if kind == "full-unheld-parent"
-                and group_kind not in SPARSE_GROUP_KINDS
+                if kind == "full-unheld-parent" and group_kind not in SPARSE_GROUP_KINDS
                 else "K4"
             )
             rewrites_it = (kind in UNHELD_PARENT_KINDS and owner in rewrites) or (

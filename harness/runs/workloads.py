@@ -48,19 +48,22 @@ from harness.runs.scenarios import SCENARIOS
 # How a worker (harness.runs.worker) that runs workloads is started.
 WORKER_COMMAND = ["-m", "harness", "workloads", "--serve"]
 
-# The series' per-pool bookkeeping of reported ancestry boundaries. Absent on
-# a pristine tree.
-BOOKKEEPING_ATTRIBUTES = ("_ancestry_by_block", "_ancestry_ref_cnt")
+# The state the series keeps in a pool between calls: the default tier, the
+# KV cache groups it has seen; the strict tier, none. Absent on a pristine
+# tree (and on a tree whose series keeps nothing).
+BOOKKEEPING_ATTRIBUTES = ("_event_group_ids",)
 
 
 def bookkeeping_sizes(pool: Any) -> dict[str, int] | None:
-    """Entries in each bookkeeping structure; nested dicts count their leaves."""
+    """Entries in each bookkeeping structure; nested containers count their
+    leaves."""
     sizes = {}
     for name in BOOKKEEPING_ATTRIBUTES:
         value = getattr(pool, name, None)
         if value is not None:
+            values = value.values() if isinstance(value, dict) else value
             sizes[name] = sum(
-                len(inner) if isinstance(inner, dict) else 1 for inner in value.values()
+                len(inner) if isinstance(inner, dict | set) else 1 for inner in values
             )
     return sizes or None
 
