@@ -43,6 +43,10 @@ class SessionReport:
     # (a promotion, class K3).
     unreported_parent: list[Violation] = field(default_factory=list)
     removed_parent: list[Violation] = field(default_factory=list)
+    # The same C1 breaches as unreported_parent for stores of entries inside
+    # the first cache block (class K2: no tier but the strict one reports a
+    # parent there), counted apart, by group.
+    first_block_unreported: Counter = field(default_factory=Counter)
     # Hashes of shared-prefix blocks live when the cache was reset and at
     # the end; the eviction traffic should have retired every one.
     shared_live_at_reset: int = 0
@@ -88,6 +92,7 @@ class SessionReport:
                 for group, rules in sorted(self.whole_block_by_group.items())
             },
             "unreported_parent": len(self.unreported_parent),
+            "first_block_unreported": dict(sorted(self.first_block_unreported.items())),
             "removed_parent": len(self.removed_parent),
             "shared_live_at_reset": self.shared_live_at_reset,
             "shared_live_at_end": self.shared_live_at_end,
@@ -124,8 +129,9 @@ class SessionReport:
                 for group, rules in sorted(self.whole_block_by_group.items())
             ),
             f"  C1 on a hash-block store, parent never reported: "
-            f"{len(self.unreported_parent)}; parent removed before: "
-            f"{len(self.removed_parent)}",
+            f"{len(self.unreported_parent)} past the first cache block, "
+            f"{sum(self.first_block_unreported.values())} inside it; parent "
+            f"removed before: {len(self.removed_parent)}",
             f"  shared-prefix hashes live at the reset: {self.shared_live_at_reset}, "
             f"at the end: {self.shared_live_at_end}",
             f"  processes left after the engine's exit: "
@@ -163,6 +169,12 @@ def judge(session: Session) -> SessionReport:
     end."""
     report = SessionReport(session)
     checker = StreamChecker(track_ancestry=True)
+    # Where each hash the session's requests carry ends, in tokens.
+    ends = {
+        block_hash: (index + 1) * HASH_BLOCK_SIZE
+        for request in session.requests
+        for index, block_hash in enumerate(request.block_hashes)
+    }
     shared: set = set()  # hashes of blocks made of shared-prefix tokens
     kinds: dict[int | None, str | None] = {}  # group_idx -> kv_cache_spec_kind
     # (group_idx, rule, whether the event stores whole cache blocks)
@@ -187,12 +199,13 @@ def judge(session: Session) -> SessionReport:
             whole = getattr(event, "block_size", None) == BLOCK_SIZE
             at_group.append((event.group_idx, violation.rule, whole))
             if violation.rule == "C1" and event.block_size == HASH_BLOCK_SIZE:
-                found = (
-                    report.removed_parent
-                    if violation.cause == PARENT_REMOVED
-                    else report.unreported_parent
-                )
-                found.append(violation)
+                if violation.cause == PARENT_REMOVED:
+                    report.removed_parent.append(violation)
+                elif ends.get(event.block_hashes[0], BLOCK_SIZE + 1) <= BLOCK_SIZE:
+                    label = group_label(event.group_idx, event.kv_cache_spec_kind)
+                    report.first_block_unreported[label] += 1
+                else:
+                    report.unreported_parent.append(violation)
         for event in batch.events:
             if isinstance(event, BlockStored):
                 size = event.block_size

@@ -155,3 +155,20 @@ def test_a_reset_is_late_when_its_clear_follows_the_next_request(cleared_at, lat
     assert (report.resets, report.late_resets) == (1, late)
     assert report.after_reset == [0]
     assert report.predictions == [("shared", 128 if late else 0, 0)]
+
+
+def test_an_unreported_parent_inside_the_first_block_is_counted_apart():
+    # HASHES[2] ends at 96 tokens, inside the first cache block; HASHES[5]
+    # at 192, past it. Both stores name a parent no event reported.
+    report = judge(
+        session(
+            payload(
+                stored([HASHES[3]], None, block_size=BLOCK_SIZE, **MAMBA),
+                stored([HASHES[2]], 9, block_size=HBS, **ATTENTION),
+                stored([HASHES[5]], 8, block_size=HBS, **ATTENTION),
+            ),
+            requests=[served(sent=2.0, cached=0)],
+        )
+    )
+    assert [v.hashes[-1] for v in report.unreported_parent] == [HASHES[5]]
+    assert report.first_block_unreported == {"group 1 (full_attention)": 1}
