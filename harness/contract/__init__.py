@@ -117,6 +117,12 @@ CLASSES = _table(
         "a full-attention block's store names a parent block that was "
         "evicted while its request used it",
     ),
+    Entry(
+        "K7",
+        "shared boundary",
+        "a partial entry like K1's names a boundary that another KV cache "
+        "group holds, so reporting it would touch that group's hash",
+    ),
 )
 
 

@@ -20,8 +20,8 @@ by the pool operation that emitted it:
   can cache, as an entry of its own, a boundary an ancestry store made live;
   that is not a second physical copy, so it is counted apart, as the
   ancestry overlap, and K5 keeps the pristine meaning;
-- K6: C1 on a full-attention block's store whose parent block the pool no
-  longer holds (evicted while in use: a connector's failed load).
+- K6: C1 on a full-attention block's store whose parent block was evicted
+  while in use; K7: K1's, where another group holds a boundary before it.
 
 Anything else is reported under ``RULE:label`` and is never expected.
 """
@@ -64,6 +64,8 @@ SPARSE_GROUP_KINDS = {"sliding_window", "mamba"}
 C1_CLASSES = {
     "partial:first": "K1",
     "partial:replace": "K1",
+    "partial:first-shared": "K7",
+    "partial:replace-shared": "K7",
     "partial:first-block": "K2",
     "partial:replace-first-block": "K2",
     "partial:promotion": "K3",

