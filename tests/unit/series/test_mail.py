@@ -434,11 +434,9 @@ def test_the_comment_for_the_issue_asks_which_way_before_any_pr(
 ):
     make_target(tmp_path, monkeypatch)
     assert export(tmp_path / "out", "--tier", "strict") == 0
-    out = capsys.readouterr().out
-    assert (
-        "first: post issue-comment.md on vllm-project/vllm#58119 and wait for a "
-        "maintainer's answer before opening the pull request"
-    ) in out
+    said = "first: post issue-comment.md on vllm-project/vllm#58119 and wait for "
+    said += "a maintainer's answer before opening the pull request"
+    assert said in capsys.readouterr().out.splitlines()
     comment = (tmp_path / "out" / "issue-comment.md").read_text()
     assert comment.startswith("Before opening a pull request")
     assert "#58121 (stacked on #44488)" in comment

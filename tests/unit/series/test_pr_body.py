@@ -305,24 +305,19 @@ def prose(body: str) -> str:
     return re.sub(r"```.*?```|`[^`\n]*`", "", body, flags=re.DOTALL)
 
 
+def before_after(**rows: tuple[int, int]) -> dict[str, dict[str, int]]:
+    return {key: {"pristine": a, "patched": b} for key, (a, b) in rows.items()}
+
+
 FULL_REPORT = {
     "workloads": 45,
-    "classes": {
-        "K1": {"pristine": 1142, "patched": 0},
-        "K2": {"pristine": 474, "patched": 470},
-        "K3": {"pristine": 69, "patched": 69},
-        "K4": {"pristine": 1186, "patched": 1186},
-        "K5": {"pristine": 391, "patched": 391},
-    },
+    "classes": before_after(
+        K1=(1142, 0), K2=(474, 470), K3=(69, 69), K4=(1186, 1186), K5=(391, 391)
+    ),
     "ancestry_overlap": 5,
-    "rules": {
-        "C1": {"pristine": 1908, "patched": 762},
-        "C2": {"pristine": 0, "patched": 0},
-        "C3": {"pristine": 963, "patched": 963},
-        "C4": {"pristine": 0, "patched": 0},
-        "C5": {"pristine": 0, "patched": 0},
-        "C6": {"pristine": 0, "patched": 0},
-    },
+    "rules": before_after(
+        C1=(1908, 762), C2=(0, 0), C3=(963, 963), C4=(0, 0), C5=(0, 0), C6=(0, 0)
+    ),
     "fidelity": {
         "pool-2x6": {
             tree: {
