@@ -71,7 +71,9 @@ def _comparison(sub: Submission) -> list[str]:
         f"{sub.upstream.get('release', sub.target.source.release_name())}, "
         "with #44488 and #58121 re-implemented from their descriptions:",
         "",
-        *upstream_designs.table(sub.upstream, sub.tier),
+        *upstream_designs.table(
+            sub.upstream, sub.tier, "reported boundaries (this change)", "-"
+        ),
     ]
 
 
@@ -123,7 +125,10 @@ def rfc_issue(sub: Submission, sections: tuple[str, ...]) -> str:
     """The RFC issue's title and sections, in the tree's form."""
     content = {
         "motivation": "\n\n".join(
-            [f"#{ISSUE}. {pr_prose.PROBLEM}", pr_prose.ROOT_CAUSE]
+            [
+                f"#{ISSUE}. {pr_prose.PROBLEM.replace('This PR', 'This change')}",
+                pr_prose.ROOT_CAUSE,
+            ]
         ),
         "proposed change": "\n".join(
             [
@@ -137,7 +142,7 @@ def rfc_issue(sub: Submission, sections: tuple[str, ...]) -> str:
         ),
         "feedback period": "One week from posting.",
         "any other things": "\n".join(
-            [*_comparison(sub), "", pr_prose.wire_paragraph(sub.wire)]
+            [*_comparison(sub), "", pr_prose.wire_paragraph(sub.wire, "it")]
         ).strip(),
     }
     parts = [f"# [RFC]: {sub.title.split('] ')[-1]}"]

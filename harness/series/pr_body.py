@@ -218,10 +218,13 @@ def comparison(sub: Submission) -> str:
     ]
     wanted = upstream_designs.still_wanted(sub.upstream, sub.fixes)
     if wanted:
+        left = pr_findings.counts(pr_findings.report(sub.verdict), "classes")
+        fixed = all(not row["patched"] for cls, row in left.items() if cls in sub.fixes)
+        verb = "fix" if left and fixed else "are meant to fix"
         lines += [
             "",
             f"With #{ALTERNATIVE} in, a consumer that reads the new fields still "
-            "finds " + "; ".join(wanted) + ", which these commits fix.",
+            "finds " + "; ".join(wanted) + f", which these commits {verb}.",
         ]
     return "\n".join(lines)
 

@@ -54,27 +54,34 @@ def _exact(tree: dict) -> str:
     return " / ".join(cells)
 
 
-def _tests(tree: dict) -> str:
+def _tests(tree: dict, elsewhere: str) -> str:
     tests = tree.get("tests")
     if not isinstance(tests, dict):
-        return "in the run above"
+        return elsewhere
     failed = tests.get("failed", 0) + tests.get("error", 0)
     return f"{tests.get('passed', 0)} passed, {failed} failed"
 
 
-def rows(results: dict, tier: str) -> list[tuple[str, dict]]:
-    """(label, figures) of the release, the tier and upstream's design."""
+def rows(results: dict, tier: str, mine: str) -> list[tuple[str, dict]]:
+    """(label, figures) of the release, the tier (labelled ``mine``) and
+    upstream's design."""
     trees = results["trees"]
     found = [(results.get("release", BASELINE), trees[BASELINE])]
     if tier in trees:
-        found.append(("this PR", trees[tier]))
+        found.append((mine, trees[tier]))
     found.append(("#44488 + #58121", trees[UPSTREAM]))
     return found
 
 
-def table(results: dict, tier: str = "") -> list[str]:
+def table(
+    results: dict,
+    tier: str = "",
+    mine: str = "this PR",
+    elsewhere: str = "in the run above",
+) -> list[str]:
     """The comparison as markdown: each cell pair is a consumer that ignores
-    the new fields / one that reads them."""
+    the new fields / one that reads them; ``elsewhere`` stands for the tests
+    of a tree the benchmark did not run them in."""
     workloads = results.get("workloads", {})
     lines = [
         "| stream | events | bytes per event | release events not kept byte "
@@ -82,7 +89,7 @@ def table(results: dict, tier: str = "") -> list[str]:
         "| over-predicted | under-predicted | vLLM's tests |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    for label, tree in rows(results, tier):
+    for label, tree in rows(results, tier, mine):
         events = tree.get("events", 0)
         per_event = f"{tree.get('bytes', 0) / events:.0f}" if events else "-"
         lines.append(
@@ -90,7 +97,7 @@ def table(results: dict, tier: str = "") -> list[str]:
             f"{tree.get('pristine_events_changed', '-')} | "
             f"{_pair(tree, 'rules', 'C1')} | {_exact(tree)} | "
             f"{_pair(tree, 'router', 'over')} | {_pair(tree, 'router', 'under')} | "
-            f"{_tests(tree)} |"
+            f"{_tests(tree, elsewhere)} |"
         )
     lines += [
         "",

@@ -13,7 +13,13 @@ from support.export import (
 from support.trees import make_target as tiny_target
 from support.trees import write_tree
 
-from harness.series import pr_body, pr_prose, pr_template, upstream_designs
+from harness.series import (
+    discussion,
+    pr_body,
+    pr_prose,
+    pr_template,
+    upstream_designs,
+)
 from harness.series.evidence import PatchEvidence, PatchTests, TestRun
 from harness.series.submission import Submission
 from harness.series.submitter import parse_identity
@@ -448,3 +454,16 @@ def test_upstreams_figures_are_read_only_for_their_target(tmp_path):
     assert upstream_designs.load("t", tmp_path) is None
     results.write_text("{not json")
     assert upstream_designs.load("t", tmp_path) is None
+
+
+def test_the_comment_and_the_rfc_quote_the_same_measurements(tmp_path):
+    sub = full_submission(tmp_path)
+    comment = discussion.issue_comment(sub)
+    assert "| reported boundaries (this change) | 14 | 100 | 0 | 0 / 0 |" in comment
+    assert "| #44488 + #58121 | 10 | 100 | 3 | 1 / 1 |" in comment
+    assert "what the alternative keeps by adding none" in comment
+    assert "1. [Bugfix] Fix it (282 changed lines outside `tests/`)" in comment
+    rfc = discussion.rfc_issue(sub, discussion.RFC_SECTIONS)
+    assert "This change reports those boundaries" in rfc
+    assert "This PR" not in rfc
+    assert "282 changed lines outside `tests/` (`git diff --numstat`)" in rfc
