@@ -88,6 +88,32 @@ ADDED_TESTS = [
 ]
 
 
+def kv_events_source(fields: int) -> str:
+    """A vllm/distributed/kv_events.py whose BlockStored declares ``fields``
+    fields (7 required, the rest optional), defined as vLLM defines it, with
+    imports the wire measurement must not need."""
+    required = (
+        "block_hashes: list[ExternalBlockHash]",
+        "parent_block_hash: ExternalBlockHash | None",
+        "token_ids: list[int]",
+        "block_size: int",
+        "lora_id: int | None",
+        "medium: str | None",
+        "lora_name: str | None",
+    )
+    optional = tuple(f"optional_{n}: int | None = None" for n in range(fields - 7))
+    body = "".join(f"    {line}\n" for line in (*required, *optional))
+    return (
+        "import zmq  # not installed where the measurement runs\n"
+        "import msgspec\n"
+        "from vllm.v1.core.kv_cache_utils import ExternalBlockHash\n\n\n"
+        "class KVCacheEvent(msgspec.Struct, omit_defaults=True, gc=False, tag=True):\n"
+        '    """Base class."""\n\n\n'
+        f"class BlockStored(KVCacheEvent):\n{body}\n\n"
+        "class Unrelated:\n    pass\n"
+    )
+
+
 def make_target(root: Path, monkeypatch, patches=None, series=SERIES):
     """Target t at root: a path source with PRISTINE and these mails."""
     patches_dir = write_tree(root / "patches", PATCHES if patches is None else patches)
