@@ -35,6 +35,18 @@ VERBS = {
         "harness.verbs.apply",
         "apply a target's series to a fresh tree or onto a checkout",
     ),
+    "install": (
+        "harness.verbs.install",
+        "put a target's tier on the vLLM installed in a Python environment",
+    ),
+    "status": (
+        "harness.verbs.status",
+        "which tier of the series is on an installed vLLM, file by file",
+    ),
+    "uninstall": (
+        "harness.verbs.uninstall",
+        "take the series off an installed vLLM (no tier needed)",
+    ),
     "test": (
         "harness.verbs.test",
         "upstream tests pristine against patched, then the conformance suite",

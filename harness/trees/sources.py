@@ -170,6 +170,41 @@ def _verified_sdist(target: Target, downloader: Downloader) -> Path:
     return archive
 
 
+def sdist_archive(target: Target, downloader: Downloader | None = None) -> Path:
+    """The target's sdist in the cache, its sha256 the pinned one, fetched
+    with `downloader` (by default `pip_download`) if it is missing."""
+    source = target.source
+    if not isinstance(source, SdistSource):
+        raise SourceError(
+            f"target {target.name}'s source is {source.describe()}, not a "
+            f"released sdist"
+        )
+    with cache.lock(cache.pristine_tree(source.identity()).name):
+        try:
+            return _verified_sdist(target, downloader or pip_download)
+        except OSError as exc:
+            raise cache.unusable(exc) from None
+
+
+def sdist_members(target: Target, archive: Path, paths) -> dict[str, bytes | None]:
+    """The bytes of each tree path in the sdist (None where it holds none),
+    read from the archive; nothing is unpacked."""
+    wanted = set(paths)
+    found: dict[str, bytes] = {}
+    try:
+        with tarfile.open(archive) as tar:
+            for member in tar:
+                path = member.name.partition("/")[2]
+                if path in wanted and member.isfile():
+                    found[path] = tar.extractfile(member).read()
+    except _BROKEN_ARCHIVE as exc:
+        raise SourceError(
+            f"target {target.name}: {archive} is not a readable .tar.gz "
+            f"({_first_line(exc)})"
+        ) from None
+    return {path: found.get(path) for path in sorted(wanted)}
+
+
 def _tampered(target: Target, actual: str) -> str:
     source = target.source
     return (

@@ -39,6 +39,19 @@ def add_target_arguments(
         parser.add_argument("--tier", choices=TIERS, default="default")
 
 
+def add_python_argument(parser) -> None:
+    """``--python``: the interpreter whose installed vllm a verb works on."""
+    import sys
+
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        metavar="PATH",
+        help="the Python of the environment whose vllm to use (default: the "
+        "one running the harness, " + sys.executable + ")",
+    )
+
+
 def positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1 (--max-events)."""
     try:

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET
-from harness.targets import TIERS, WHEELS
+from harness.targets import WHEELS
 
 
 def register(parser) -> None:
@@ -52,14 +52,6 @@ def register(parser) -> None:
         "reports/e2e-TARGET.json in the cache directory)",
     )
     check.set_defaults(run=run)
-    copy = commands.add_parser(
-        "overlay",
-        help="copy a target's patched Python files over the installed vllm",
-    )
-    copy.add_argument("--target", required=True)
-    copy.add_argument("--tier", choices=TIERS, default="default")
-    copy.add_argument("--restore", action="store_true", help="put the pristine back")
-    copy.set_defaults(run=overlay)
     engine = commands.add_parser("engine", help="one engine session (internal)")
     engine.add_argument("--model", type=Path, required=True)
     engine.add_argument("--endpoint", required=True)
@@ -95,17 +87,6 @@ def run(args) -> int:
     print(outcome.render(), flush=True)
     write_report(report, outcome.as_json())
     print(f"e2e report written to {report}")
-    return 0
-
-
-def overlay(args) -> int:
-    from harness.series.overlay import prepare_overlay
-
-    prepared = prepare_overlay(args.target, args.tier)
-    if args.restore:
-        prepared.restore()
-    else:
-        prepared.apply()
     return 0
 
 
