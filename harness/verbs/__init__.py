@@ -52,6 +52,35 @@ def add_python_argument(parser) -> None:
     )
 
 
+def add_subscription_arguments(parser, required: bool) -> None:
+    """``--zmq`` (connect) or ``--listen`` (bind), and ``--topic``: how the
+    verbs that subscribe reach an engine's KV-event publisher."""
+    where = parser.add_mutually_exclusive_group(required=required)
+    where.add_argument(
+        "--zmq",
+        metavar="ENDPOINT",
+        help="connect to the engine's publisher: tcp://HOST:PORT for an engine "
+        "whose kv_events_config endpoint binds (vLLM's default, tcp://*:5557: "
+        "--zmq tcp://ENGINE-HOST:5557; tcp://*:PORT means this host), or its "
+        "ipc:// endpoint",
+    )
+    where.add_argument(
+        "--listen",
+        metavar="ENDPOINT",
+        help="bind ENDPOINT and wait for the engine to connect, for one whose "
+        "kv_events_config endpoint is tcp://THIS-HOST:PORT (vLLM connects to "
+        "an endpoint without a wildcard)",
+    )
+    parser.add_argument(
+        "--topic", default="", metavar="T", help="ZMQ topic prefix (default: all)"
+    )
+
+
+def subscription_endpoint(args) -> tuple[str, bool]:
+    """(endpoint, whether to bind it) from ``--zmq`` or ``--listen``."""
+    return (args.listen, True) if args.listen else (args.zmq, False)
+
+
 def positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1 (--max-events)."""
     try:
