@@ -12,6 +12,9 @@ import math
 
 from harness.targets import TIERS
 
+# Where the costs each long verb's --help gives were measured.
+COST = "measured on a shared 2-core x86_64 machine, the kind CI runs on"
+
 
 def add_target_arguments(
     parser, tier: bool = True, target_default=None, several_tiers: bool = False
