@@ -23,10 +23,9 @@ def register(parser) -> None:
 
 def run(args) -> int:
     from harness.consumers.replay import compare, render
-    from harness.trees.preflight import require_extra, require_vllm_requirements
+    from harness.trees.preflight import extra, require, vllm_requirements
 
-    require_extra("consumers", "consumers")
-    require_vllm_requirements(args.target, "consumers")
+    require(extra("consumers"), vllm_requirements(args.target), toxenv="consumers")
     comparisons = compare(args.target, args.tiers or list(TIERS), args.seeds, args.ops)
     print(render(comparisons))
     return 0

@@ -82,15 +82,18 @@ def run(args) -> int:
     from harness.consumers.dynamo import dynamo_core
     from harness.consumers.fidelity import measure, render
     from harness.targets import get_target
-    from harness.trees.preflight import require_extra, require_vllm_requirements
+    from harness.trees.preflight import extra, require, vllm_requirements
 
     if args.seeds < 1 or args.ops < 1 or args.probes < 1:
         args.usage_error("--seeds, --ops and --probes take a positive number")
     given = given_trees(args)
     target = get_target(args.target)
-    require_vllm_requirements(target.name, target.toxenv("default"))
+    require(
+        vllm_requirements(target.name),
+        extra("consumers") if args.dynamo else None,
+        toxenv="consumers" if args.dynamo else target.toxenv("default"),
+    )
     if args.dynamo:
-        require_extra("consumers")
         dynamo_core()
     table = measure(
         named_trees(args, given),

@@ -62,14 +62,17 @@ def run(args) -> int:
     from harness.runs.upstream import pristine_outcomes, run_upstream
     from harness.series.apply import cached_patched_tree
     from harness.targets import get_target
-    from harness.trees.preflight import require_extra, require_vllm_requirements
+    from harness.trees.preflight import extra, require, vllm_requirements
     from harness.trees.sources import pristine_tree
     from harness.verdict import Verdict
 
     started = time.monotonic()
     target = get_target(args.target)
-    require_extra("verdict")
-    require_vllm_requirements(target.name, target.toxenv(args.tier))
+    require(
+        extra("verdict"),
+        vllm_requirements(target.name),
+        toxenv=target.toxenv(args.tier),
+    )
     report = args.report or cache.report(target.name, args.tier, args.selection)
     check_report_path(report)
     tests = target.selection(args.selection)

@@ -24,48 +24,36 @@ def nothing_like(module: str):
 
 
 @pytest.mark.parametrize(
-    ("verb", "why"),
+    ("verb", "target", "tox"),
     [
-        (
-            ["test", "--target", "main"],
-            "vLLM's requirements are not installed for {python} (no "
-            "harness_has_no_torch): run `python -m harness deps --target main` "
-            "first (about 2 min and 2.7 GB; torch held at 2.13.0), or use "
-            "`tox -e vllm-main`",
-        ),
-        (
-            ["test", "--target", "0.32", "--tier", "strict"],
-            "vLLM's requirements are not installed for {python} (no "
-            "harness_has_no_torch): run `python -m harness deps --target 0.32` "
-            "first (about 2 min and 2.7 GB; torch held at 2.13.0), or use "
-            "`tox -e vllm-0.32-strict`",
-        ),
-        (
-            ["fidelity", "--target", "main"],
-            "vLLM's requirements are not installed for {python} (no "
-            "harness_has_no_torch): run `python -m harness deps --target main` "
-            "first (about 2 min and 2.7 GB; torch held at 2.13.0), or use "
-            "`tox -e vllm-main`",
-        ),
+        (["test", "--target", "main"], "main", "vllm-main"),
+        (["test", "--target", "0.32", "--tier", "strict"], "0.32", "vllm-0.32-strict"),
+        (["fidelity", "--target", "main"], "main", "vllm-main"),
+        (["consumers", "--target", "0.32"], "0.32", "consumers"),
     ],
 )
 def test_a_verb_without_vllms_requirements_stops_before_any_work(
-    empty_cache, monkeypatch, capsys, verb, why
+    empty_cache, monkeypatch, capsys, verb, target, tox
 ):
     monkeypatch.setattr(preflight, "VLLM_REQUIREMENTS", nothing_like("torch"))
+    monkeypatch.setitem(preflight.EXTRAS, "consumers", ("json",))
     assert cli.main(verb) == MissingDependency.exit_code == 15
-    err = capsys.readouterr().err
-    assert err == f"error: {why.format(python=sys.executable)}\n"
+    assert capsys.readouterr().err == (
+        f"error: vLLM's requirements (harness_has_no_torch) not installed for "
+        f"{sys.executable}; run `python -m harness deps --target {target}` (about "
+        f"2 min and 2.7 GB; torch held at 2.13.0); or use `tox -e {tox}`, which "
+        f"has it all\n"
+    )
     assert not empty_cache.exists()
 
 
 @pytest.mark.parametrize(
     ("verb", "extra", "tox"),
     [
-        (["test", "--target", "main"], "verdict", ""),
-        (["consumers", "--target", "main"], "consumers", ", or use `tox -e consumers`"),
-        (["e2e", "run"], "capture", ", or use `tox -e e2e`"),
-        (["e2e", "install"], "e2e", ""),
+        (["test", "--target", "main"], "verdict", "vllm-main"),
+        (["consumers", "--target", "main"], "consumers", "consumers"),
+        (["e2e", "run"], "capture", "e2e"),
+        (["e2e", "install"], "e2e", None),
     ],
 )
 def test_a_verb_without_its_extra_stops_before_any_work(
@@ -74,10 +62,11 @@ def test_a_verb_without_its_extra_stops_before_any_work(
     monkeypatch.setitem(preflight.EXTRAS, extra, nothing_like(extra))
     monkeypatch.setattr(preflight, "VLLM_REQUIREMENTS", ("json",))
     assert cli.main(verb) == 15
+    tox_line = f"; or use `tox -e {tox}`, which has it all" if tox else ""
     assert capsys.readouterr().err == (
-        f"error: harness_has_no_{extra} is not installed for {sys.executable}; "
-        f"install the harness's {extra!r} extra: pip install -e '.[{extra}]' in "
-        f"the checkout{tox}\n"
+        f"error: the harness's {extra!r} extra (harness_has_no_{extra}) not "
+        f"installed for {sys.executable}; run `pip install -e '.[{extra}]'` in "
+        f"the checkout{tox_line}\n"
     )
     assert not empty_cache.exists()
 
@@ -107,6 +96,21 @@ def test_e2e_install_without_torch_downloads_nothing(empty_cache, monkeypatch, c
     assert not empty_cache.exists()
 
 
+def test_everything_missing_is_named_in_one_line(empty_cache, monkeypatch, capsys):
+    monkeypatch.setattr(preflight, "VLLM_REQUIREMENTS", nothing_like("torch"))
+    monkeypatch.setitem(preflight.EXTRAS, "verdict", nothing_like("pytest"))
+    assert cli.main(["test", "--target", "main"]) == 15
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(
+        "error: the harness's 'verdict' extra (harness_has_no_pytest) and vLLM's "
+        "requirements (harness_has_no_torch) not installed for "
+    )
+    assert (
+        "run `pip install -e '.[verdict]'` in the checkout, then `python -m "
+        "harness deps --target main`"
+    ) in line
+
+
 def test_a_newcomers_first_test_without_tox_is_one_line(empty_cache):
     """As a newcomer runs it after `pip install -e .`: here the harness's own
     environment, which has the verdict extra and none of vLLM's requirements."""
@@ -114,6 +118,6 @@ def test_a_newcomers_first_test_without_tox_is_one_line(empty_cache):
     assert result.returncode == 15
     assert result.stdout == ""
     [line] = result.stderr.splitlines()
-    assert line.startswith("error: vLLM's requirements are not installed for ")
-    assert "run `python -m harness deps --target main` first" in line
+    assert line.startswith("error: vLLM's requirements (torch, ")
+    assert "run `python -m harness deps --target main` (about 2 min" in line
     assert not empty_cache.exists()
