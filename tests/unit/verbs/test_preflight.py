@@ -41,7 +41,7 @@ def test_a_verb_without_vllms_requirements_stops_before_any_work(
     assert capsys.readouterr().err == (
         f"error: vLLM's requirements (harness_has_no_torch) not installed for "
         f"{sys.executable}; run `python -m harness deps --target {target}` (about "
-        f"2 min and 2.7 GB; torch held at 2.13.0); or use `tox -e {tox}`, which "
+        f"2 min and 2.6 GB; torch held at 2.13.0); or use `tox -e {tox}`, which "
         f"has it all\n"
     )
     assert not empty_cache.exists()
