@@ -98,6 +98,11 @@ What to run:
                                             a patched tree to look at
   python -m harness apply --target main --onto ~/src/vllm
                                             the series onto your own checkout
+  python -m harness install --target 0.32 --tier strict
+                                            the series on an installed vLLM
+                                            (status, uninstall: README, Operators)
+  python -m harness check-stream --zmq tcp://HOST:5557
+                                            check a live engine's event stream
   python -m harness check-stream FILE       check a captured event stream
   python -m harness export --target main --out DIR --i-reviewed-every-line
                                             mails and a PR body for upstream

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 import zmq
@@ -147,24 +148,39 @@ def test_replay_goes_with_a_live_check(tmp_path):
     assert "--replay goes with --zmq or --listen" in result.stderr
 
 
-def check_then_interrupt(publisher_payloads):
-    """A check connected to a binding publisher, stopped with Ctrl-C once the
-    publisher has sent its payloads (or at once when there are none)."""
+@contextmanager
+def publisher_and_check(command, **options):
+    """A bound XPUB publisher, and the check (``command``, which connects to
+    it: its endpoint replaces ENDPOINT) started as a child; both ended after."""
     port = free_port()
-    context = zmq.Context.instance()
-    publisher = context.socket(zmq.XPUB)
+    publisher = zmq.Context.instance().socket(zmq.XPUB)
     publisher.setsockopt(zmq.LINGER, 0)
     publisher.bind(f"tcp://127.0.0.1:{port}")
+    endpoint = f"tcp://127.0.0.1:{port}"
     process = subprocess.Popen(
-        [sys.executable, "-m", "harness", "check-stream", "--timeout", "900"]
-        + ["--zmq", f"tcp://127.0.0.1:{port}"],
+        [endpoint if word == "ENDPOINT" else word for word in command],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=default_signal_dispositions,
+        **options,
     )
     try:
+        yield publisher, process
+    finally:
+        publisher.close()
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+def check_then_interrupt(publisher_payloads):
+    """A check connected to a binding publisher, stopped with Ctrl-C once the
+    publisher has sent its payloads (or at once when there are none)."""
+    command = [sys.executable, "-m", "harness", "check-stream", "--timeout", "900"]
+    with publisher_and_check(
+        [*command, "--zmq", "ENDPOINT"], preexec_fn=default_signal_dispositions
+    ) as (publisher, process):
         assert publisher.poll(30_000), "the check did not subscribe"
         publisher.recv()
         for seq, data in enumerate(publisher_payloads):
@@ -172,11 +188,6 @@ def check_then_interrupt(publisher_payloads):
         time.sleep(1.0)
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
-    finally:
-        publisher.close()
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
     return process.returncode, out, err
 
 
@@ -218,33 +229,17 @@ def test_a_frame_over_the_limit_is_refused_before_it_is_held_whole():
     second (ZMQ closes its connection before the frame is held whole),
     reconnects, sees the third, and reports the gap, in far less memory than
     the frame."""
-    port = free_port()
-    publisher = zmq.Context.instance().socket(zmq.XPUB)
-    publisher.setsockopt(zmq.LINGER, 0)
-    publisher.bind(f"tcp://127.0.0.1:{port}")
-    process = subprocess.Popen(
-        [sys.executable, "-c", PEAK_MEMORY, sys.executable, "-m", "harness"]
-        + ["check-stream", "--timeout", "30", "--max-events", "2"]
-        + ["--zmq", f"tcp://127.0.0.1:{port}"],
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    command = [sys.executable, "-c", PEAK_MEMORY, sys.executable, "-m", "harness"]
+    command += ["check-stream", "--timeout", "30", "--max-events", "2"]
     small = payload(stored([1], None))
     big = b"\x00" * (MAX_PAYLOAD_BYTES + (32 << 20))
-    try:
+    with publisher_and_check([*command, "--zmq", "ENDPOINT"]) as (publisher, process):
         wait_for_subscription(publisher)
         publisher.send_multipart((b"kv", (0).to_bytes(8, "big"), small))
         publisher.send_multipart((b"kv", (1).to_bytes(8, "big"), big))
         wait_for_subscription(publisher)  # reconnected after the refusal
         publisher.send_multipart((b"kv", (2).to_bytes(8, "big"), small))
         out, err = process.communicate(timeout=60)
-    finally:
-        publisher.close()
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
     *lines, peak_kib = err.splitlines()
     assert process.returncode == 16, out + err
     assert lines[-1].endswith(": incomplete: 1 message(s) missing: message 1")
