@@ -1,6 +1,6 @@
 """`install`: a target's tier put on the vLLM installed in a Python environment."""
 
-from harness.verbs import add_python_argument, add_target_arguments
+from harness.verbs import COST, add_python_argument, add_target_arguments
 
 
 def register(parser) -> None:
@@ -12,9 +12,9 @@ def register(parser) -> None:
         "pinned sdist (sha256 checked; nothing in it runs, no build tools) and "
         "patched here; a receipt beside the package lets `status` say what is "
         "installed and `uninstall` take it off without the tier. Interrupted, "
-        "it leaves the package as it was. Costs: a 47 MB sdist download the "
-        "first time (kept in the harness cache), then a few seconds; restart "
-        "the engine afterwards."
+        f"it leaves the package as it was. Costs, {COST}: 9-19 s the first "
+        "time (the target's 44-47 MB sdist through pip, kept in the harness "
+        "cache), about 2 s after; restart the engine afterwards."
     )
     add_target_arguments(parser)
     add_python_argument(parser)
