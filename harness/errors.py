@@ -173,6 +173,12 @@ class SubmitterError(UserError):
     exit_code = 18
 
 
+class PackageError(UserError):
+    """An installed vLLM the series cannot be put on or taken off."""
+
+    exit_code = 19
+
+
 def require(module: str, extra: str):
     """Import ``module`` of the optional dependencies ``extra`` of
     pyproject.toml, or say how to install them."""

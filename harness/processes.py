@@ -20,7 +20,7 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 from harness.errors import STOP_SIGNALS, Stopped
@@ -137,3 +137,41 @@ def call(command: list[str], *, cwd=None, env: dict[str, str] | None = None) -> 
     exception the group is killed first. Its exit status."""
     with _child(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL) as process:
         return process.wait()
+
+
+def follow(
+    command: list[str],
+    *,
+    cwd=None,
+    env: dict[str, str] | None = None,
+    on_line: Callable[[str], None],
+    every_s: float,
+    tick: Callable[[], None],
+) -> int:
+    """Run ``command`` to its end in a process group of its own, each line of
+    its output (stdout and stderr together) given to ``on_line`` as it comes,
+    and ``tick`` called every ``every_s`` seconds while it runs; on any
+    exception the group is killed first. Its exit status."""
+    with _child(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    ) as process:
+        reader = threading.Thread(
+            target=lambda: [on_line(line) for line in process.stdout], daemon=True
+        )
+        reader.start()
+        while True:
+            try:
+                process.wait(timeout=every_s)
+                break
+            except subprocess.TimeoutExpired:
+                tick()
+        reader.join()
+        process.stdout.close()
+        return process.returncode

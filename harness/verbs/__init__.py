@@ -12,6 +12,9 @@ import math
 
 from harness.targets import TIERS
 
+# Where the costs each long verb's --help gives were measured.
+COST = "measured on a shared 2-core x86_64 machine, the kind CI runs on"
+
 
 def add_target_arguments(
     parser, tier: bool = True, target_default=None, several_tiers: bool = False
@@ -37,6 +40,48 @@ def add_target_arguments(
         )
     elif tier:
         parser.add_argument("--tier", choices=TIERS, default="default")
+
+
+def add_python_argument(parser) -> None:
+    """``--python``: the interpreter whose installed vllm a verb works on."""
+    import sys
+
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        metavar="PATH",
+        help="the Python of the environment whose vllm to use (default: the "
+        "one running the harness, " + sys.executable + ")",
+    )
+
+
+def add_subscription_arguments(parser, required: bool) -> None:
+    """``--zmq`` (connect) or ``--listen`` (bind), and ``--topic``: how the
+    verbs that subscribe reach an engine's KV-event publisher."""
+    where = parser.add_mutually_exclusive_group(required=required)
+    where.add_argument(
+        "--zmq",
+        metavar="ENDPOINT",
+        help="connect to the engine's publisher: tcp://HOST:PORT for an engine "
+        "whose kv_events_config endpoint binds (vLLM's default, tcp://*:5557: "
+        "--zmq tcp://ENGINE-HOST:5557; tcp://*:PORT means this host), or its "
+        "ipc:// endpoint",
+    )
+    where.add_argument(
+        "--listen",
+        metavar="ENDPOINT",
+        help="bind ENDPOINT and wait for the engine to connect, for one whose "
+        "kv_events_config endpoint is tcp://THIS-HOST:PORT (vLLM connects to "
+        "an endpoint without a wildcard)",
+    )
+    parser.add_argument(
+        "--topic", default="", metavar="T", help="ZMQ topic prefix (default: all)"
+    )
+
+
+def subscription_endpoint(args) -> tuple[str, bool]:
+    """(endpoint, whether to bind it) from ``--zmq`` or ``--listen``."""
+    return (args.listen, True) if args.listen else (args.zmq, False)
 
 
 def positive_int(text: str) -> int:

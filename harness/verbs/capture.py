@@ -4,7 +4,12 @@ import sys
 import time
 from pathlib import Path
 
-from harness.verbs import positive_int, positive_seconds
+from harness.verbs import (
+    add_subscription_arguments,
+    positive_int,
+    positive_seconds,
+    subscription_endpoint,
+)
 
 PROGRESS_EVERY_S = 1.0
 
@@ -19,13 +24,7 @@ def register(parser) -> None:
         "sequence make the capture incomplete (its own exit status). Needs "
         "the harness's capture extra (pyzmq)."
     )
-    parser.add_argument(
-        "--zmq",
-        required=True,
-        metavar="ENDPOINT",
-        help="the endpoint in vLLM's kv_events_config: tcp://127.0.0.1:PORT is "
-        "bound here (vLLM connects to it), tcp://*:PORT is connected to",
-    )
+    add_subscription_arguments(parser, required=True)
     parser.add_argument(
         "--out", required=True, metavar="FILE", help="where the payloads go"
     )
@@ -42,9 +41,6 @@ def register(parser) -> None:
         default=None,
         metavar="S",
         help="stop after S seconds (default: no limit; Ctrl-C also stops)",
-    )
-    parser.add_argument(
-        "--topic", default="", metavar="T", help="ZMQ topic prefix (default: all)"
     )
     parser.set_defaults(run=run)
 
@@ -78,7 +74,9 @@ def run(args) -> int:
     if capture.sequence.incomplete():
         from harness.errors import IncompleteStream
 
-        raise IncompleteStream(args.zmq, capture.sequence.incomplete())
+        raise IncompleteStream(
+            subscription_endpoint(args)[0], capture.sequence.incomplete()
+        )
     return 0
 
 
@@ -104,7 +102,10 @@ def record(args, sink, numbers) -> Capture:
 
     capture = Capture()
     last_report = time.monotonic()
-    messages = subscribe_numbered(args.zmq, args.topic, args.max_events, args.timeout)
+    endpoint, bind = subscription_endpoint(args)
+    messages = subscribe_numbered(
+        endpoint, args.topic, args.max_events, args.timeout, bind
+    )
     try:
         for seq, payload, count in messages:
             with stop_signals_held():  # a payload and its number, or neither
@@ -139,6 +140,6 @@ def record(args, sink, numbers) -> Capture:
             f" in {args.timeout:g} s" if args.timeout and not capture.stopped else ""
         )
         raise IncompleteStream(
-            args.zmq, f"no message arrived{waited}; {args.out} left as it was"
+            endpoint, f"no message arrived{waited}; {args.out} left as it was"
         )
     return capture
