@@ -191,7 +191,7 @@ def test_result(sub: Submission) -> str:
 def details(sub: Submission) -> str:
     parts = [
         pr_prose.ROOT_CAUSE,
-        pr_prose.design(sub.fixes),
+        pr_prose.design(sub.fixes, sub.target.stream(sub.tier)),
         pr_prose.wire_paragraph(sub.wire),
         comparison(sub),
         pr_findings.limitations(sub),

@@ -14,45 +14,74 @@ PROBLEM = (
     "With `hash_block_size` smaller than a KV cache group's `block_size`, the "
     "`BlockStored` event of a partial prefix-cache entry names as its parent a "
     "hash boundary that no KV event reported, so a router that indexes the "
-    "stream cannot place the entry. This PR reports those boundaries as "
-    "ordinary `BlockStored` events and removes them once no cached entry "
-    "leads through them; `BlockStored` gets no new field."
+    "stream cannot place the entry. This PR makes every parent the stream "
+    "names one it holds, and gives `BlockStored` no new field."
 )
 ROOT_CAUSE = (
     "**Root cause.** `cache_full_blocks()` reports one hash per cache block; "
-    "`cache_partial_block()` reports an entry of one hash block whose parent "
-    "is the fine-grained boundary before it, which nothing reports."
+    "`cache_partial_block()` registers a partial entry under its own hash "
+    "only, but reports it as one hash block whose parent is the fine-grained "
+    "boundary before it, which nothing reports and no lookup can end at."
 )
-DESIGN = (
-    "**Design.** The added events are ordinary `BlockStored` events at the "
-    "hash block size (`block_size == hash_block_size`, one per contiguous run "
-    "of boundaries, parented on the boundary before it). The reported "
-    "boundaries are not in the prefix cache, so eviction alone would never "
-    "report them gone: they are removed once no cached entry leads through "
-    "them, in the same commit that reports them, so that no commit leaves a "
-    "stream that leaks."
-)
-# A sentence per class an export may fix beyond the first registration,
-# added to the design when the export fixes it.
-DESIGN_BY_CLASS = {
-    "K2": (
-        "An entry inside the first cache block gets its chain from the root, "
-        "the first boundary without a parent."
+# The design paragraph, by what the tier's stream is (harness/targets.toml
+# `streams`, docs/contract.md "Two kinds of stream").
+DESIGN = {
+    "ancestry": (
+        "**Design.** The boundaries the entry's event names are reported as "
+        "ordinary `BlockStored` events at the hash block size (one per "
+        "contiguous run, parented on the boundary before it), then the "
+        "entry's own store, unchanged, then one `BlockRemoved` per boundary: "
+        "the pool serves no hit that ends at them, so a consumer places the "
+        "entry and afterwards holds nothing the pool does not. Every event "
+        "emitted before is emitted byte for byte."
     ),
-    "K3": (
-        "A promotion to a later boundary is reported like a first "
-        "registration: the boundaries the old entry led through stay, the new "
-        "ones come as one run before the new entry's store."
-    ),
-    "K4": (
-        "The stores of groups whose skipped blocks are never announced "
-        "(sliding window, Mamba align mode), or whose parent block was "
-        "evicted in use, are the only events that change: the cached blocks "
-        "are stored in runs whose tokens are exactly their hashes', each run "
-        "under a block the pool holds, the first block of a run after one it "
-        "does not hold spanning the tokens back to the nearest block it holds."
+    "holdings": (
+        "**Design.** The stream announces exactly what the pool holds. A "
+        "partial entry is stored from the start of its cache block, under "
+        "the hash that ends there (`block_size` is the span, one hash, as a "
+        "full block's store with an unusual size), so no boundary that no "
+        "lookup ends at is ever announced, and no event is added."
     ),
 }
+# A sentence per class an export may fix beyond the first registration,
+# added to the design when the export fixes it, by the tier's stream.
+DESIGN_BY_CLASS = {
+    "ancestry": {
+        "K2": (
+            "An entry inside the first cache block gets its chain from the "
+            "root, the first boundary without a parent."
+        ),
+        "K3": (
+            "A promotion to a later boundary is reported like a first registration."
+        ),
+        "K4": (
+            "The stores of groups whose skipped blocks are never announced "
+            "(sliding window, Mamba align mode) are stored in runs whose "
+            "tokens are exactly their hashes', each run under a block the "
+            "pool holds."
+        ),
+    },
+    "holdings": {
+        "K2": "An entry inside the first cache block is stored from the root.",
+        "K3": (
+            "A promoted entry is stored from its block start too, not under "
+            "the entry just removed."
+        ),
+        "K4": (
+            "The stores of groups whose skipped blocks are never announced "
+            "(sliding window, Mamba align mode) are stored in runs whose "
+            "tokens are exactly their hashes'; a run after a skipped block "
+            "starts with its first block spanning back to the nearest block "
+            "the pool holds. A block after an evicted full-attention block "
+            "is left as released: no hit can reach past it."
+        ),
+    },
+}
+RESET = (
+    "A prefix-cache reset's events are published when the reset happens, "
+    "not with the output of the step after it, so that a router sees the "
+    "reset before it routes the next request."
+)
 NO_MODEL_EVAL = (
     "**Model evaluation.** Not applicable: only KV events change; what is "
     "cached, looked up and computed does not."
@@ -76,20 +105,31 @@ PLAIN = {
     "K2": "a partial entry inside the first cache block",
     "K3": "a partial entry promoted to a later boundary",
     "K4": "a store after a block no event announced (a skipped sliding-window "
-    "or Mamba block, or one evicted in use)",
+    "or Mamba block)",
     "K5": "a hash stored again while live (several physical copies)",
+    "K6": "a store after a full-attention block evicted while in use",
+    "K7": "a partial entry whose parent boundary another KV cache group holds",
+    "C9": "a reset that reaches the stream after the next request",
 }
 # What is left in the patched stream of a class the export does not fix.
 LEFT_BECAUSE = {
     "K5": "vLLM holds one hash in several blocks, and consumers must count copies",
+    "K6": "no hit can reach past an evicted full-attention block, and a store "
+    "spanning it would tell a router its tokens are cached",
+    "K7": "removing the reported boundary would drop the other group's block "
+    "in a consumer that keeps every group in one index",
 }
 LEFT_OTHERWISE = "not addressed by these commits"
 
 
-def design(fixes: frozenset[str]) -> str:
-    """The design paragraph for an export that fixes ``fixes``."""
-    extra = [DESIGN_BY_CLASS[cls] for cls in sorted(fixes) if cls in DESIGN_BY_CLASS]
-    return " ".join([DESIGN, *extra])
+def design(fixes: frozenset[str], stream: str = "ancestry") -> str:
+    """The design paragraph for an export of a tier whose stream is
+    ``stream`` that fixes ``fixes``; a holdings stream also publishes a
+    reset at once (docs/contract.md, C9)."""
+    by_class = DESIGN_BY_CLASS[stream]
+    extra = [by_class[cls] for cls in sorted(fixes) if cls in by_class]
+    reset = [RESET] if stream == "holdings" else []
+    return " ".join([DESIGN[stream], *extra, *reset])
 
 
 def wire_paragraph(facts: WireFacts | None, change: str = "this PR") -> str:

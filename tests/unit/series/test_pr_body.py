@@ -224,8 +224,8 @@ def test_limitations_name_what_the_patched_stream_still_shows_and_why(tmp_path):
     assert limitations == (
         "Still in the stream: 3 × a partial entry inside the first cache block: "
         "not addressed by these commits; 4 × a store after a block no event "
-        "announced (a skipped sliding-window or Mamba block, or one evicted in "
-        "use): not addressed by these commits; 2 × a hash stored again while "
+        "announced (a skipped sliding-window or Mamba block): not addressed by "
+        "these commits; 2 × a hash stored again while "
         "live (several physical copies): vLLM holds one hash in several blocks, "
         "and consumers must count copies."
     )
@@ -254,13 +254,22 @@ def test_wire_claim_names_the_k4_rewrites_only_where_the_tier_fixes_k4(
 
 
 @pytest.mark.parametrize("fixes_k4", [False, True])
-def test_design_says_which_events_change_where_the_tier_fixes_k4(tmp_path, fixes_k4):
+@pytest.mark.parametrize("stream", ["ancestry", "holdings"])
+def test_design_says_what_the_tier_reports(tmp_path, fixes_k4, stream):
+    """The design paragraph follows the tier's stream (harness/targets.toml
+    `streams`) and the classes it fixes."""
     sub = submission(tmp_path, VERDICT)
     fixes = {"K1", "K4"} if fixes_k4 else {"K1"}
-    sub = replace(sub, target=replace(sub.target, fixes={"default": frozenset(fixes)}))
+    target = replace(
+        sub.target, fixes={"default": frozenset(fixes)}, streams={"default": stream}
+    )
+    sub = replace(sub, target=target)
     design = pr_body.details(sub).split("**Design.** ", 1)[1].split("\n", 1)[0]
     assert ("runs whose tokens are exactly their hashes'" in design) == fixes_k4
-    assert ("the only events that change" in design) == fixes_k4
+    holdings = stream == "holdings"
+    assert ("stored from the start of its cache block" in design) == holdings
+    assert ("one `BlockRemoved` per boundary" in design) != holdings
+    assert ("published when the reset happens" in design) == holdings
 
 
 def measured(tmp_path, fields: int) -> WireFacts:
@@ -464,6 +473,6 @@ def test_the_comment_and_the_rfc_quote_the_same_measurements(tmp_path):
     assert "what the alternative keeps by adding none" in comment
     assert "1. [Bugfix] Fix it (282 changed lines outside `tests/`)" in comment
     rfc = discussion.rfc_issue(sub, discussion.RFC_SECTIONS)
-    assert "This change reports those boundaries" in rfc
+    assert "This change makes every parent the stream names one it holds" in rfc
     assert "This PR" not in rfc
     assert "282 changed lines outside `tests/` (`git diff --numstat`)" in rfc
