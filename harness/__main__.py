@@ -1,5 +1,9 @@
 import sys
 
-from harness.cli import main
+try:
+    from harness.cli import run_as_program
+except KeyboardInterrupt:  # Ctrl-C while the harness loads
+    print("error: interrupted (Ctrl-C)", file=sys.stderr)
+    sys.exit(130)
 
-sys.exit(main())
+run_as_program()

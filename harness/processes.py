@@ -17,13 +17,14 @@ the child; children read no terminal (their stdin is /dev/null).
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-from harness.errors import STOP_SIGNALS, Stopped
+from harness.errors import STOP_SIGNALS, MissingDependency, Stopped
 
 
 def _raise_stopped(signum, frame) -> None:
@@ -101,12 +102,38 @@ def _child(command: list[str], **options) -> Iterator[subprocess.Popen]:
     process = None
     try:
         with stop_signals_held():
-            process = subprocess.Popen(command, process_group=0, **options)
+            try:
+                process = subprocess.Popen(command, process_group=0, **options)
+            except (FileNotFoundError, PermissionError) as exc:
+                if exc.filename not in (None, command[0]):
+                    raise  # the working directory, not the program
+                raise _not_runnable(command[0], exc) from None
         yield process
     except BaseException:
         if process is not None:
             end_group(process)
         raise
+
+
+def _not_runnable(program: str, exc: OSError) -> MissingDependency:
+    problem = (
+        "is not on PATH"
+        if isinstance(exc, FileNotFoundError)
+        else (f"cannot be run ({exc.strerror})")
+    )
+    return MissingDependency(
+        f"{program} {problem}; install it or fix PATH (README.md, Prerequisites)"
+    )
+
+
+def require_program(program: str, needed_for: str) -> None:
+    """Refuse, before any work, a verb that needs ``program`` where it is not
+    on PATH."""
+    if shutil.which(program) is None:
+        raise MissingDependency(
+            f"{program} is not on PATH, and {needed_for}; install it or fix PATH "
+            f"(README.md, Prerequisites)"
+        )
 
 
 def run(
@@ -117,7 +144,9 @@ def run(
     input: str | None = None,
 ) -> subprocess.CompletedProcess:
     """Run ``command`` to its end in a process group of its own, its output
-    captured as text; on any exception the group is killed first."""
+    captured as text; on any exception the group is killed first. Bytes that
+    are not UTF-8 (a file name, say) come through as surrogate escapes, as
+    os.fsdecode gives them, so they never end a verb in a traceback."""
     with _child(
         command,
         cwd=cwd,
@@ -125,7 +154,8 @@ def run(
         stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
+        encoding="utf-8",
+        errors="surrogateescape",
     ) as process:
         stdout, stderr = process.communicate(input)
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)

@@ -48,6 +48,7 @@ def register(parser) -> None:
 def run(args) -> int:
     from harness.errors import SubmitterError
     from harness.log import progress, warning
+    from harness.processes import require_program
     from harness.series.mail import export_series
     from harness.series.submitter import resolve_submitter
     from harness.targets import get_target
@@ -57,6 +58,7 @@ def run(args) -> int:
             "export signs every patch off in your name and says in the PR body "
             "that you reviewed every changed line; confirm it with " + REVIEWED
         )
+    require_program("git", "export commits and formats the series with it")
     submitter = resolve_submitter(args.submitter)
     target = get_target(args.target)
     progress(f"submitting as {submitter}")
