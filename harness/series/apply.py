@@ -3,7 +3,15 @@
 With quilt on PATH each patch is pushed with `quilt push --fuzz=0` and quilt's
 `.pc` bookkeeping is removed afterwards; without it (or with
 HARNESS_APPLY_WITH=git) each patch goes through `git apply --check`, then
-`git apply`, which never fuzzes. Both must give the same tree.
+`git apply`, which never fuzzes. Both must give the same tree, so each runs
+in an environment of the harness's making, never the user's settings for
+the tool: quilt reads no quiltrc and none of the QUILT_* or patch(1)
+variables but those set here (QUILT_PC among them, so `.pc` is where the
+harness removes it; patch is told the input is a unified diff), and git apply
+reads no git configuration or GIT_* variable, and runs outside any
+repository, so no .gitattributes converts line endings for one tool only.
+What the series itself could do differently under the two tools is refused
+when it is loaded (harness.series.model).
 
 A series applies whole or leaves nothing behind, on a failing patch and on a
 stop signal alike (harness.processes raises those as exceptions, and ends
@@ -11,11 +19,13 @@ quilt or git with their children first):
 
 - a new tree is built in scratch space beside its destination
   (harness.scratch) and renamed into place when every patch applied;
-- a checkout is restored byte for byte: the files the patches name are saved
-  before the first push and written back, quilt's `.pc` is removed, and
-  whatever else git sees as changed or new since is put back or removed
-  (harness.series.snapshot).
+- onto a checkout, the series is applied to a scratch copy of the files it
+  touches, outside the checkout; only once every patch applied are the
+  changed files written into the checkout (harness.series.snapshot), and
+  nothing else there is ever touched.
 
+A patch reaches only regular files of the tree, through no symlink: a path
+the tree holds as a symlink, a directory or a special file is refused.
 What can be checked before any work is checked first: the apply method, the
 destination, and the version of a checkout.
 """
@@ -24,16 +34,26 @@ import hashlib
 import os
 import re
 import shutil
+import tempfile
 import textwrap
 from pathlib import Path
 
 from harness import cache, processes, scratch
-from harness.errors import OutputError, SeriesError
+from harness.errors import OutputError, SeriesError, excerpt
 from harness.log import progress, warning
 from harness.series.model import Series, SeriesEntry, load_series
-from harness.series.snapshot import CheckoutSnapshot
+from harness.series.snapshot import CheckoutFiles, read_states
 from harness.targets import GitSource, SdistSource, Target
 from harness.trees.sources import pristine_tree
+
+# What patch(1) reads from the environment beside quilt's own QUILT_*.
+PATCH_ENVIRONMENT = (
+    "POSIXLY_CORRECT",
+    "PATCH_GET",
+    "PATCH_VERSION_CONTROL",
+    "VERSION_CONTROL",
+    "SIMPLE_BACKUP_SUFFIX",
+)
 
 
 class QuiltApplier:
@@ -41,9 +61,15 @@ class QuiltApplier:
 
     def __init__(self, series: Series):
         self.env = {
-            **os.environ,
+            **{
+                name: value
+                for name, value in os.environ.items()
+                if not name.startswith("QUILT") and name not in PATCH_ENVIRONMENT
+            },
             "QUILT_PATCHES": str(series.patches_dir.resolve()),
             "QUILT_SERIES": str(series.series_file.resolve()),
+            "QUILT_PC": ".pc",
+            "QUILT_PATCH_OPTS": "--unified",
         }
 
     def push(self, tree: Path, entry: SeriesEntry) -> str | None:
@@ -65,8 +91,14 @@ class GitApplier:
         self.series = series
 
     def _git_apply(self, tree: Path, entry: SeriesEntry, *options: str):
-        # Stop git from taking an enclosing repository's root as the tree's.
-        env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(tree.resolve().parent)}
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+            # Outside any repository: no enclosing one's root, attributes or
+            # configuration; and none of the user's or the system's either.
+            "GIT_CEILING_DIRECTORIES": str(tree.resolve().parent),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+        }
         command = ["git", "apply", f"-p{entry.strip}", "--whitespace=nowarn"]
         patch = str(self.series.patch_path(entry).resolve())
         return processes.run([*command, *options, patch], cwd=tree, env=env)
@@ -102,7 +134,7 @@ def apply_series(tree: Path, series: Series, applier) -> None:
         progress(f"applying [{number}/{len(series.entries)}] {entry.patch}")
         failure = applier.push(tree, entry)
         if failure is not None:
-            detail = textwrap.indent(failure.strip(), "    ")
+            detail = textwrap.indent(excerpt(failure.strip()), "    ")
             raise SeriesError(
                 f"patch {entry.patch} from {series.series_file} does not apply "
                 f"({applier.name}, no fuzz):\n{detail}"
@@ -133,6 +165,7 @@ def build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
             tree = work / "tree"
             progress(f"copying the pristine tree of {target.name} ({pristine})")
             shutil.copytree(pristine, tree, symlinks=True)
+            read_states(tree, series.touched_paths())  # regular files only
             apply_series(tree, series, applier)
             _move_into_place(tree, dest)
     except OSError as exc:
@@ -206,9 +239,12 @@ def cached_patched_tree(target: Target, tier: str) -> Path:
 
 
 def apply_onto(target: Target, tier: str, checkout: Path) -> None:
-    """Apply the series in place onto a clean git checkout, all or nothing."""
+    """Apply the series onto a clean git checkout, all or nothing: to a
+    scratch copy of the files it touches first, then, once every patch
+    applied, the changed files written into the checkout."""
     series = load_series(target, tier)
     applier = choose_applier(series)
+    processes.require_program("git", "--onto reads the checkout with it")
     top = _git(checkout, "rev-parse", "--show-toplevel")
     if top is None or Path(top.strip()).resolve() != checkout.resolve():
         raise SeriesError(
@@ -225,13 +261,27 @@ def apply_onto(target: Target, tier: str, checkout: Path) -> None:
             f"{checkout} has uncommitted changes ({changed}); commit or stash "
             f"them first"
         )
-    snapshot = CheckoutSnapshot(checkout, series.touched_paths())
+    files = CheckoutFiles(checkout, series.touched_paths())
+    temporary = Path(tempfile.gettempdir())
     try:
-        apply_series(checkout, series, applier)
-    except BaseException:
-        snapshot.restore()
-        raise
-    progress(f"{len(series.entries)} patch(es) of tier {tier} applied onto {checkout}")
+        with scratch.directory(temporary, "onto") as work:
+            copy = work / "tree"
+            files.copy_to(copy)
+            try:
+                apply_series(copy, series, applier)
+            except SeriesError as exc:
+                raise SeriesError(f"{exc}{files.line_ending_hint()}") from None
+            after = files.states_in(copy)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot apply the series to a copy of the files it touches in "
+            f"{temporary}: {_why(exc)}"
+        ) from None
+    changed = files.install(after)
+    progress(
+        f"{len(series.entries)} patch(es) of tier {tier} applied onto {checkout} "
+        f"({len(changed)} file(s) changed)"
+    )
 
 
 # --------------------------------------------------------------------------
@@ -279,7 +329,7 @@ def check_checkout_version(target: Target, checkout: Path) -> None:
 
 def _check_descends(target: Target, source: GitSource, checkout: Path) -> None:
     ancestry = ("merge-base", "--is-ancestor", source.commit, "HEAD")
-    result = processes.run(["git", "-C", str(checkout), *ancestry])
+    result = _git_run(checkout, *ancestry)
     if result.returncode == 1:
         raise SeriesError(
             f"{checkout}: HEAD does not descend from commit {source.commit}, the "
@@ -311,6 +361,24 @@ def _check_release(target: Target, source: SdistSource, checkout: Path) -> None:
     progress(f"{checkout} is vLLM {version} ({how})")
 
 
+# Where git would look for a repository other than the checkout --onto names.
+REPOSITORY_VARIABLES = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+)
+
+
+def _git_run(checkout: Path, *args: str):
+    """git on the checkout itself, whatever GIT_DIR and the like say."""
+    env = {k: v for k, v in os.environ.items() if k not in REPOSITORY_VARIABLES}
+    return processes.run(["git", "-C", str(checkout), *args], env=env)
+
+
 def _git(checkout: Path, *args: str) -> str | None:
-    result = processes.run(["git", "-C", str(checkout), *args])
+    result = _git_run(checkout, *args)
     return result.stdout if result.returncode == 0 else None
