@@ -9,8 +9,14 @@ library.
 
 import argparse
 import math
+import os
+from pathlib import Path
 
 from harness.targets import TIERS
+
+# The longest --timeout a verb takes: about 31 years, so that a poll's
+# milliseconds fit in a C long.
+MAX_SECONDS = 1e9
 
 
 def add_target_arguments(
@@ -60,4 +66,53 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"must be a finite number of seconds above 0, got {text!r}"
         )
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {MAX_SECONDS:.0f} seconds (about 31 years), got {text!r}"
+        )
     return value
+
+
+def whole_number(low: int, high: int):
+    """An argparse type: a whole number from low to high (--seed, --ops)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be from {low} to {high}, got {text if len(text) < 30 else '...'}"
+            )
+        return value
+
+    return parse
+
+
+def utf8_text(text: str) -> str:
+    """An argparse type: text that is UTF-8 (a topic, an endpoint), which
+    argv need not be."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise argparse.ArgumentTypeError(
+            f"not UTF-8 text (byte 0x{ord(text[exc.start]) & 0xFF:02x} at position "
+            f"{exc.start + 1})"
+        ) from None
+    return text
+
+
+def writable_file(path: Path) -> str | None:
+    """Why ``path`` cannot be written as a new file (a directory, in a
+    directory that is missing, not a directory, or not writable), else None:
+    checked before any work, so that the work is not lost at the end."""
+    if path.is_dir():
+        return f"{path} is a directory; give a file name"
+    parent = path.parent
+    if not parent.is_dir():
+        problem = "is not a directory" if parent.exists() else "does not exist"
+        return f"{path}: {parent} {problem}"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{path}: {parent} is not writable"
+    return None

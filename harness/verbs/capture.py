@@ -4,7 +4,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.verbs import positive_int, positive_seconds
+from harness.verbs import positive_int, positive_seconds, utf8_text, writable_file
 
 PROGRESS_EVERY_S = 1.0
 
@@ -22,6 +22,7 @@ def register(parser) -> None:
     parser.add_argument(
         "--zmq",
         required=True,
+        type=utf8_text,
         metavar="ENDPOINT",
         help="the endpoint in vLLM's kv_events_config: tcp://127.0.0.1:PORT is "
         "bound here (vLLM connects to it), tcp://*:PORT is connected to",
@@ -44,7 +45,11 @@ def register(parser) -> None:
         help="stop after S seconds (default: no limit; Ctrl-C also stops)",
     )
     parser.add_argument(
-        "--topic", default="", metavar="T", help="ZMQ topic prefix (default: all)"
+        "--topic",
+        default="",
+        type=utf8_text,
+        metavar="T",
+        help="ZMQ topic prefix (default: all)",
     )
     parser.set_defaults(run=run)
 
@@ -55,11 +60,9 @@ def run(args) -> int:
     from harness.errors import OutputError
 
     out = Path(args.out)
-    if out.is_dir():
-        raise OutputError(f"{out} is a directory; give a file name")
-    if not out.parent.is_dir():
-        problem = "is not a directory" if out.parent.exists() else "does not exist"
-        raise OutputError(f"{out}: {out.parent} {problem}")
+    for path in (out, sequence_file(out)):  # before anything arrives
+        if problem := writable_file(path):
+            raise OutputError(problem)
     try:
         with (
             scratch.replacing(out, "capture") as sink,

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.contract import title
-from harness.verbs import positive_int, positive_seconds
+from harness.verbs import positive_int, positive_seconds, utf8_text
 
 WITNESSES_PER_RULE = 5
 
@@ -22,10 +22,13 @@ def register(parser) -> None:
     parser.add_argument("files", nargs="*", metavar="FILE")
     parser.add_argument(
         "--zmq",
+        type=utf8_text,
         metavar="ENDPOINT",
         help="subscribe to a live publisher (needs the capture extra, pyzmq)",
     )
-    parser.add_argument("--topic", default="", help="ZMQ topic prefix (default: all)")
+    parser.add_argument(
+        "--topic", default="", type=utf8_text, help="ZMQ topic prefix (default: all)"
+    )
     parser.add_argument(
         "--max-events",
         type=positive_int,
