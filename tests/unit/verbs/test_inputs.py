@@ -153,3 +153,46 @@ def test_capture_refuses_a_sequence_file_that_is_a_directory_before_subscribing(
     assert capsys.readouterr().err == (
         f"error: {tmp_path / 'kv.bin.seq'} is a directory; give a file name\n"
     )
+
+
+def test_a_stream_mixing_none_and_values_for_medium_or_group_is_reported(
+    tmp_path, capsys
+):
+    from support.events import GPU, payload, stored
+
+    capture = tmp_path / "mixed.bin"
+    capture.write_bytes(
+        payload(
+            stored([1], 99, group=0, medium=None),
+            stored([2], 98, group=None, medium=GPU),
+            stored([3], 97, group=0, medium=GPU),
+        )
+    )
+    assert cli.main(["check-stream", str(capture)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-4:] == [
+        "  by view (medium, group, kind): violations at events",
+        "    None group 0 (None): C1 1",
+        "    GPU group None (None): C1 1",
+        "    GPU group 0 (None): C1 1",
+    ]
+
+
+def test_twenty_thousand_views_are_reported_each_once_in_group_order(
+    tmp_path, capsys
+):
+    from support.events import payloads, stored
+
+    capture = tmp_path / "views.bin"
+    capture.write_bytes(
+        payloads(
+            *(
+                [stored([n], 10**12 + n, group=n) for n in range(start, start + 1000)]
+                for start in range(0, 20_000, 1000)
+            )
+        )
+    )
+    assert cli.main(["check-stream", str(capture)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    views = out[out.index("  by view (medium, group, kind): violations at events") + 1 :]
+    assert views == [f"    GPU group {n} (None): C1 1" for n in range(20_000)]
