@@ -186,6 +186,10 @@ def _check_new_destination(dest: Path) -> None:
         raise OutputError(f"{dest} already exists; remove it or choose another")
     if (blocking := scratch.blocking_file(dest)) is not None:
         raise OutputError(f"cannot make {dest}: {blocking} is not a directory")
+    try:
+        dest.resolve()
+    except (RuntimeError, OSError) as exc:  # a symlink loop (3.11: RuntimeError)
+        raise OutputError(f"cannot make {dest}: {exc}") from None
 
 
 def _move_into_place(tree: Path, dest: Path) -> None:

@@ -23,6 +23,7 @@ Only the standard library is needed: the workflow runs this before any install.
 """
 
 import json
+import os
 from pathlib import Path
 
 from harness.contract import CLASSES
@@ -166,7 +167,7 @@ def summary(reports: list[Path]) -> tuple[str, int]:
 
     rows, notes, unreadable = [], [], 0
     for report in reports:
-        if not report.exists():
+        if not os.path.lexists(report):
             notes.append(
                 _one_line(
                     f"No verdict at `{report}`: the run stopped before writing "

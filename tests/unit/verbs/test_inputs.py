@@ -178,9 +178,7 @@ def test_a_stream_mixing_none_and_values_for_medium_or_group_is_reported(
     ]
 
 
-def test_twenty_thousand_views_are_reported_each_once_in_group_order(
-    tmp_path, capsys
-):
+def test_twenty_thousand_views_are_reported_each_once_in_group_order(tmp_path, capsys):
     from support.events import payloads, stored
 
     capture = tmp_path / "views.bin"
@@ -194,5 +192,31 @@ def test_twenty_thousand_views_are_reported_each_once_in_group_order(
     )
     assert cli.main(["check-stream", str(capture)]) == 1
     out = capsys.readouterr().out.splitlines()
-    views = out[out.index("  by view (medium, group, kind): violations at events") + 1 :]
+    views = out[
+        out.index("  by view (medium, group, kind): violations at events") + 1 :
+    ]
     assert views == [f"    GPU group {n} (None): C1 1" for n in range(20_000)]
+
+
+def symlink_loop(tmp_path):
+    (tmp_path / "loop-a").symlink_to(tmp_path / "loop-b")
+    (tmp_path / "loop-b").symlink_to(tmp_path / "loop-a")
+    return tmp_path / "loop-a"
+
+
+def test_a_dest_under_a_symlink_loop_is_one_line(tmp_path, monkeypatch, capsys):
+    from support.series import GOOD_PATCHES, GOOD_SERIES, make_series
+
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    dest = symlink_loop(tmp_path) / "patched"
+    assert cli.main(["apply", "--target", "t", "--dest", str(dest)]) == 11
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot make {dest}: ") and err.count("\n") == 1
+
+
+def test_a_verdict_that_is_a_symlink_loop_is_unreadable_not_missing(tmp_path, capsys):
+    loop = symlink_loop(tmp_path)
+    assert cli.main(["ci", "summary", str(loop)]) == 9
+    captured = capsys.readouterr()
+    assert captured.err == f"error: {loop}: Too many levels of symbolic links\n"
+    assert captured.out.startswith(f"Unreadable verdict at `{loop}`")
