@@ -451,3 +451,20 @@ def test_a_stop_while_the_files_are_written_waits_then_puts_them_back(
     assert capsys.readouterr().err.splitlines()[-1] == "error: interrupted (Ctrl-C)"
     assert len(written) > 3  # all four files, then put back
     assert changed(before, tree_digest(tmp_path)) == []
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_an_ignored_file_whose_name_is_not_utf8_is_left_alone(
+    tmp_path, monkeypatch, cache, temporary, method
+):
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    fork = make_fork(tmp_path)
+    (fork / ".gitignore").write_text("*.o\n")
+    git("add", ".gitignore", cwd=fork)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "i", cwd=fork)
+    odd = os.fsencode(fork) + b"/caf\xe9.o"
+    open(odd, "wb").write(b"built")
+    monkeypatch.setenv("HARNESS_APPLY_WITH", method)
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 0
+    assert open(odd, "rb").read() == b"built"
+    assert (fork / "vllm" / "events" / "ancestry.py").read_text() == "FILLED = 1\n"
