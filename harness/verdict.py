@@ -225,6 +225,20 @@ def _side_by_side(counts: object) -> str:
     return str(counts)
 
 
+# The most of a verdict or an e2e report that is read: far more than any is
+# (a full selection's verdict is under a megabyte), far less than /dev/zero.
+MOST_BYTES = 64 << 20
+
+
+def read_small(path) -> bytes:
+    """The bytes of a report file; ValueError if it is larger than any is."""
+    with open(path, "rb") as stream:
+        data = stream.read(MOST_BYTES + 1)
+    if len(data) > MOST_BYTES:
+        raise ValueError(f"larger than {MOST_BYTES >> 20} MiB, which no report is")
+    return data
+
+
 def strict_json(data: bytes):
     """JSON as `json.dumps` writes it: NaN, Infinity and numbers too large
     for a float are not JSON (ValueError), nor is nesting deeper than the
@@ -260,7 +274,7 @@ def read_verdict(path) -> Verdict:
         )
 
     try:
-        data = strict_json(path.read_bytes())
+        data = strict_json(read_small(path))
     except OSError as exc:
         raise UnreadableInput(f"{path}: {exc.strerror or exc}") from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError

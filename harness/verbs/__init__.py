@@ -10,6 +10,7 @@ library.
 import argparse
 import math
 import os
+import stat
 from pathlib import Path
 
 from harness.targets import TIERS
@@ -104,15 +105,30 @@ def utf8_text(text: str) -> str:
 
 
 def writable_file(path: Path) -> str | None:
-    """Why ``path`` cannot be written as a new file (a directory, in a
-    directory that is missing, not a directory, or not writable), else None:
-    checked before any work, so that the work is not lost at the end."""
-    if path.is_dir():
-        return f"{path} is a directory; give a file name"
+    """Why ``path`` cannot be written as a new file, or replaced by one (a
+    directory, a device or a pipe, in a directory that is missing, not a
+    directory or not writable, a name too long), else None: checked before
+    any work, so that the work is not lost at the end."""
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        info = None  # the parent says why
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    if info is not None:
+        if os.path.isdir(path):
+            return f"{path} is a directory; give a file name"
+        if not stat.S_ISREG(info.st_mode) and not stat.S_ISLNK(info.st_mode):
+            return (
+                f"{path} is not a regular file (a device, a pipe or a socket), "
+                f"which the harness would replace; give a file name"
+            )
     parent = path.parent
     if not parent.is_dir():
         problem = "is not a directory" if parent.exists() else "does not exist"
         return f"{path}: {parent} {problem}"
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"{path}: {parent} is not writable"
+    if len(os.fsencode(path.name)) > os.pathconf(parent, "PC_NAME_MAX"):
+        return f"{path}: the name is longer than {parent} allows"
     return None

@@ -60,9 +60,8 @@ def run(args) -> int:
     from harness.errors import OutputError
 
     out = Path(args.out)
-    for path in (out, sequence_file(out)):  # before anything arrives
-        if problem := writable_file(path):
-            raise OutputError(problem)
+    if problem := writable_file(out) or writable_file(sequence_file(out)):
+        raise OutputError(problem)  # before anything arrives
     try:
         with (
             scratch.replacing(out, "capture") as sink,

@@ -278,10 +278,10 @@ def read_e2e_report(path: Path) -> dict | None:
     reads and judges those). UnreadableInput for an e2e report that lacks a
     field or has one of the wrong kind."""
     from harness.errors import UnreadableInput
-    from harness.verdict import strict_json
+    from harness.verdict import read_small, strict_json
 
     try:
-        data = strict_json(path.read_bytes())
+        data = strict_json(read_small(path))
     except (OSError, ValueError):
         return None  # read_verdict says what is wrong with it
     if not isinstance(data, dict) or data.get("kind") != E2E_KIND:

@@ -375,9 +375,10 @@ def test_a_pin_file_that_is_not_utf8_is_one_line(tmp_path):
 
 
 def test_a_same_as_chain_of_any_length_resolves(tmp_path):
-    chain = "".join(
-        f'[targets.t{n}]\nsame_as = "t{n + 1}"\n' for n in range(5_000)
-    ) + f'[targets.t5000]\ndescription = "the end"\nsource = {SOURCE}\n'
+    chain = (
+        "".join(f'[targets.t{n}]\nsame_as = "t{n + 1}"\n' for n in range(5_000))
+        + f'[targets.t5000]\ndescription = "the end"\nsource = {SOURCE}\n'
+    )
     targets = load_targets(write_pins(tmp_path, DEFAULTS + chain))
     assert targets["t0"].description == "the end"
     assert targets["t0"].source.version == "1.2.3"

@@ -220,3 +220,35 @@ def test_a_verdict_that_is_a_symlink_loop_is_unreadable_not_missing(tmp_path, ca
     captured = capsys.readouterr()
     assert captured.err == f"error: {loop}: Too many levels of symbolic links\n"
     assert captured.out.startswith(f"Unreadable verdict at `{loop}`")
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [
+        ("", ". is a directory; give a file name"),
+        (
+            "/dev/null",
+            "/dev/null is not a regular file (a device, a pipe or a socket), which "
+            "the harness would replace; give a file name",
+        ),
+        ("x" * 300, "File name too long"),
+    ],
+    ids=["empty", "a-device", "a-name-too-long"],
+)
+def test_capture_refuses_an_out_it_could_only_destroy_or_never_write(
+    tmp_path, monkeypatch, capsys, out, message
+):
+    monkeypatch.chdir(tmp_path)
+    argv = ["capture", "--zmq", "tcp://127.0.0.1:9", "--out", out, "--timeout", "1"]
+    assert cli.main(argv) == OutputError.exit_code
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_report_that_never_ends_is_read_no_further_than_any_report(capsys):
+    assert cli.main(["ci", "summary", "/dev/zero"]) == 9
+    assert capsys.readouterr().err == (
+        "error: /dev/zero: not a verdict of `python -m harness test`: not JSON "
+        "(larger than 64 MiB, which no report is)\n"
+    )
