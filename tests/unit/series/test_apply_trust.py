@@ -462,9 +462,9 @@ def test_an_ignored_file_whose_name_is_not_utf8_is_left_alone(
     (fork / ".gitignore").write_text("*.o\n")
     git("add", ".gitignore", cwd=fork)
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "i", cwd=fork)
-    odd = os.fsencode(fork) + b"/caf\xe9.o"
-    open(odd, "wb").write(b"built")
+    odd = fork / os.fsdecode(b"caf\xe9.o")
+    odd.write_bytes(b"built")
     monkeypatch.setenv("HARNESS_APPLY_WITH", method)
     assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 0
-    assert open(odd, "rb").read() == b"built"
+    assert odd.read_bytes() == b"built"
     assert (fork / "vllm" / "events" / "ancestry.py").read_text() == "FILLED = 1\n"
