@@ -85,29 +85,28 @@ def child_env(checkout: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(checkout)}
 
 
-def apply_times(checkout: Path, repeats: int) -> dict[int, float]:
+def run_child(checkout: Path, script: str, *args: str):
+    """A child's JSON answer: ``script`` run with the checkout first on its path."""
     result = subprocess.run(
-        [sys.executable, "-c", APPLY_TIMES, json.dumps(BATCH_SIZES), str(repeats)],
+        [sys.executable, "-c", script, *args],
         cwd=checkout,
         env=child_env(checkout),
         capture_output=True,
         text=True,
         check=True,
     )
-    return {int(size): seconds for size, seconds in json.loads(result.stdout).items()}
+    return json.loads(result.stdout)
+
+
+def apply_times(checkout: Path, repeats: int) -> dict[int, float]:
+    times = run_child(checkout, APPLY_TIMES, json.dumps(BATCH_SIZES), str(repeats))
+    return {int(size): seconds for size, seconds in times.items()}
 
 
 def view_times(checkout: Path, repeats: int, captures: dict[int, Path]) -> dict:
     paths = json.dumps({views: str(path) for views, path in captures.items()})
-    result = subprocess.run(
-        [sys.executable, "-c", VIEW_TIMES, paths, str(repeats)],
-        cwd=checkout,
-        env=child_env(checkout),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return {int(views): seconds for views, seconds in json.loads(result.stdout).items()}
+    times = run_child(checkout, VIEW_TIMES, paths, str(repeats))
+    return {int(views): seconds for views, seconds in times.items()}
 
 
 def make_views_capture(path: Path, views: int) -> None:
@@ -156,15 +155,7 @@ def peak_rss_mb(checkout: Path, capture: Path) -> float:
         f"{str(capture)!r}], stdout=subprocess.DEVNULL)\n"
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=checkout,
-        env=child_env(checkout),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return int(result.stdout) / 1024
+    return run_child(checkout, probe) / 1024
 
 
 def measure(

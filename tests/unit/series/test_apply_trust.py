@@ -404,23 +404,34 @@ def test_a_file_the_series_patches_edited_meanwhile_is_never_overwritten(
     assert changed(before, tree_digest(fork)) == []
 
 
+def watch_writes(monkeypatch, fork, on_write) -> list:
+    """The files written into fork, in order; ``on_write(writes)`` runs
+    before each is written (it may raise, or send a signal)."""
+    real_write = snapshot._write
+    writes = []
+
+    def write(file, state):
+        if fork in file.parents:
+            writes.append(file)
+            on_write(writes)
+        real_write(file, state)
+
+    monkeypatch.setattr(snapshot, "_write", write)
+    return writes
+
+
 def test_a_write_that_fails_midway_puts_the_checkout_back(
     tmp_path, monkeypatch, capsys, cache, temporary
 ):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     fork = make_fork(tmp_path)
     monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
-    real_write = snapshot._write
-    writes = []
 
-    def failing_write(file, state):
-        if fork in file.parents:
-            writes.append(file)
-            if len(writes) == 3:
-                raise OSError(28, "No space left on device", str(file))
-        real_write(file, state)
+    def third_fails(writes):
+        if len(writes) == 3:
+            raise OSError(28, "No space left on device", str(writes[-1]))
 
-    monkeypatch.setattr(snapshot, "_write", failing_write)
+    writes = watch_writes(monkeypatch, fork, third_fails)
     before = tree_digest(tmp_path)
     assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 11
     assert capsys.readouterr().err.splitlines()[-1] == (
@@ -436,20 +447,14 @@ def test_a_stop_while_the_files_are_written_waits_then_puts_them_back(
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     fork = make_fork(tmp_path)
     monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
-    real_write = snapshot._write
-    written = []
-
-    def write_then_stop(file, state):
-        real_write(file, state)
-        if fork in file.parents:
-            written.append(file)
-            os.kill(os.getpid(), signal.SIGINT)  # held until every file is written
-
-    monkeypatch.setattr(snapshot, "_write", write_then_stop)
+    # Each write sends SIGINT, held until every file is written.
+    writes = watch_writes(
+        monkeypatch, fork, lambda writes: os.kill(os.getpid(), signal.SIGINT)
+    )
     before = tree_digest(tmp_path)
     assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 130
     assert capsys.readouterr().err.splitlines()[-1] == "error: interrupted (Ctrl-C)"
-    assert len(written) > 3  # all four files, then put back
+    assert len(writes) > 3  # all three files written, then put back
     assert changed(before, tree_digest(tmp_path)) == []
 
 
