@@ -117,6 +117,11 @@ def temporary(tmp_path, monkeypatch):
     return path
 
 
+def commit(fork, path: str) -> None:
+    git("add", path, cwd=fork)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", path, cwd=fork)
+
+
 def hostile_series(tmp_path, monkeypatch, text):
     patches = {**GOOD_PATCHES, "0005-hostile.patch": text}
     make_series(tmp_path, monkeypatch, patches, GOOD_SERIES + "0005-hostile.patch\n")
@@ -209,8 +214,7 @@ def test_a_patch_through_a_symlink_of_the_checkout_is_refused(
     fork = make_fork(tmp_path)
     (tmp_path / "elsewhere").mkdir()
     (fork / "vllm" / "events").symlink_to(tmp_path / "elsewhere")
-    git("add", ".", cwd=fork)
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "l", cwd=fork)
+    commit(fork, ".")
     monkeypatch.setenv("HARNESS_APPLY_WITH", method)
     before = tree_digest(tmp_path)
     assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 7
@@ -295,8 +299,7 @@ def test_a_checkout_that_converts_line_endings_is_refused_by_both_tools(
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     fork = make_fork(tmp_path)
     (fork / ".gitattributes").write_text("*.py text eol=crlf\n")
-    git("add", ".gitattributes", cwd=fork)
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a", cwd=fork)
+    commit(fork, ".gitattributes")
     (fork / "vllm" / "block_pool.py").unlink()
     git("checkout", "--", "vllm/block_pool.py", cwd=fork)  # now with CRLF
     assert b"\r\n" in (fork / "vllm" / "block_pool.py").read_bytes()
@@ -465,8 +468,7 @@ def test_an_ignored_file_whose_name_is_not_utf8_is_left_alone(
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     fork = make_fork(tmp_path)
     (fork / ".gitignore").write_text("*.o\n")
-    git("add", ".gitignore", cwd=fork)
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "i", cwd=fork)
+    commit(fork, ".gitignore")
     odd = fork / os.fsdecode(b"caf\xe9.o")
     odd.write_bytes(b"built")
     monkeypatch.setenv("HARNESS_APPLY_WITH", method)
