@@ -105,6 +105,8 @@ def entry_problem(patch: str) -> str | None:
         return "an absolute path; a series names patches inside its own directory"
     if ".." in patch.split("/"):
         return "leads out of the patches directory (a '..' component)"
+    if patch.startswith("-"):
+        return "starts with '-', which quilt would read as an option"
     return None
 
 

@@ -173,6 +173,7 @@ def test_the_lint_names_a_patch_into_git_without_a_cached_tree(
         ("/etc/passwd", "an absolute path; a series names patches inside its own"),
         ("../outside.patch", "leads out of the patches directory"),
         ("sub/../../outside.patch", "leads out of the patches directory"),
+        ("--refresh", "starts with '-', which quilt would read as an option"),
     ],
 )
 def test_a_series_entry_outside_its_patches_directory_is_refused(
@@ -180,6 +181,7 @@ def test_a_series_entry_outside_its_patches_directory_is_refused(
 ):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES + entry + "\n")
     (tmp_path / "outside.patch").write_text(diff("NOTES.md", None, "x\n"))
+    (tmp_path / "patches" / "--refresh").write_text(diff("NOTES.md", None, "x\n"))
     fork = make_fork(tmp_path)
     before = tree_digest(tmp_path)
     assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 7
