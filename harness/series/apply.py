@@ -378,8 +378,11 @@ REPOSITORY_VARIABLES = (
 
 
 def _git_run(checkout: Path, *args: str):
-    """git on the checkout itself, whatever GIT_DIR and the like say."""
+    """git on the checkout itself, whatever GIT_DIR and the like say, and
+    reading only: no optional lock, so that git status stopped with the
+    harness never leaves .git/index.lock behind in the user's checkout."""
     env = {k: v for k, v in os.environ.items() if k not in REPOSITORY_VARIABLES}
+    env["GIT_OPTIONAL_LOCKS"] = "0"
     return processes.run(["git", "-C", str(checkout), *args], env=env)
 
 

@@ -142,3 +142,35 @@ def test_an_error_quotes_at_most_a_few_thousand_characters(monkeypatch, capsys):
     assert err.startswith("error: cannot copy:\na/file: No space left\n")
     assert len(err) < cli.ERROR_CHARS + 100
     assert err.rstrip().endswith("more characters not shown)")
+
+
+@pytest.mark.parametrize(
+    ("signum", "line"),
+    [
+        (signal.SIGTERM, b"error: terminated (SIGTERM)\n"),
+        (signal.SIGHUP, b"error: hung up (the terminal closed)\n"),
+        (signal.SIGINT, b"error: interrupted (Ctrl-C)\n"),
+    ],
+)
+def test_a_stop_signal_while_the_harness_loads_is_its_status(signum, line):
+    # The signal lands as harness.cli is imported, before main runs.
+    script = (
+        "import builtins, os, runpy, signal, sys\n"
+        "real_import = builtins.__import__\n"
+        "def importing(name, *args, **kwargs):\n"
+        "    if name == 'harness.cli':\n"
+        f"        os.kill(os.getpid(), {int(signum)})\n"
+        "    return real_import(name, *args, **kwargs)\n"
+        "builtins.__import__ = importing\n"
+        "sys.argv = ['harness', 'targets']\n"
+        "runpy.run_module('harness', run_name='__main__')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL),
+        timeout=60,
+    )
+    assert result.returncode == 128 + signum, result.stderr
+    assert result.stderr == line

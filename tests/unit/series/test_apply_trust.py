@@ -477,3 +477,28 @@ def test_an_ignored_file_whose_name_is_not_utf8_is_left_alone(
     assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 0
     assert odd.read_bytes() == b"built"
     assert (fork / "vllm" / "events" / "ancestry.py").read_text() == "FILLED = 1\n"
+
+
+def test_git_reads_the_checkout_without_taking_its_index_lock(
+    tmp_path, monkeypatch, cache, temporary
+):
+    # git status refreshes the index under .git/index.lock unless told not
+    # to; stopped with the harness (SIGKILL), it would leave the lock behind
+    # and the user's next git command would fail.
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    fork = make_fork(tmp_path)
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(
+        f'#!/bin/sh\necho "$GIT_OPTIONAL_LOCKS $*" >> {calls}\n'
+        f'exec {shutil.which("git")} "$@"\n'
+    )
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 0
+    in_checkout = [
+        line for line in calls.read_text().splitlines() if f"-C {fork} " in line
+    ]
+    assert any(" status " in line for line in in_checkout)
+    assert all(line.startswith("0 ") for line in in_checkout), in_checkout
