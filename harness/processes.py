@@ -13,7 +13,10 @@ and waited for before the exception goes on: quilt's `patch`, pip's
 has cleaned up. A child left in the harness's own group could not be ended
 with what it started without signalling the harness's parent too (a shell
 script, tox). A terminal's Ctrl-C therefore reaches the harness, which ends
-the child; children read no terminal (their stdin is /dev/null).
+the child; children read no terminal (their stdin is /dev/null). They run
+with GIT_OPTIONAL_LOCKS=0 (unless it is set): a git that only reads (status,
+diff) then takes no .git/index.lock for its optional index refresh, which a
+git ended with the harness would leave behind in the user's repository.
 """
 
 import os
@@ -100,6 +103,9 @@ def _child(command: list[str], **options) -> Iterator[subprocess.Popen]:
     starts: one that arrived then is raised once the child is known, so a
     child that started is never left behind."""
     process = None
+    given = options.get("env")
+    options["env"] = {**(os.environ if given is None else given)}
+    options["env"].setdefault("GIT_OPTIONAL_LOCKS", "0")
     try:
         with stop_signals_held():
             try:

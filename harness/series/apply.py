@@ -378,11 +378,9 @@ REPOSITORY_VARIABLES = (
 
 
 def _git_run(checkout: Path, *args: str):
-    """git on the checkout itself, whatever GIT_DIR and the like say, and
-    reading only: no optional lock, so that git status stopped with the
-    harness never leaves .git/index.lock behind in the user's checkout."""
+    """git on the checkout itself, whatever GIT_DIR and the like say (and,
+    as every child, with no optional lock: harness.processes)."""
     env = {k: v for k, v in os.environ.items() if k not in REPOSITORY_VARIABLES}
-    env["GIT_OPTIONAL_LOCKS"] = "0"
     return processes.run(["git", "-C", str(checkout), *args], env=env)
 
 
