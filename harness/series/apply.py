@@ -32,7 +32,6 @@ destination, and the version of a checkout.
 
 import hashlib
 import os
-import re
 import shutil
 import tempfile
 import textwrap
@@ -40,10 +39,11 @@ from pathlib import Path
 
 from harness import cache, processes, scratch
 from harness.errors import OutputError, SeriesError, excerpt
-from harness.log import progress, warning
+from harness.log import progress
+from harness.series.checkout_version import check_checkout_version, git
 from harness.series.model import Series, SeriesEntry, load_series
 from harness.series.snapshot import CheckoutFiles, read_states
-from harness.targets import GitSource, SdistSource, Target
+from harness.targets import Target
 from harness.trees.sources import pristine_tree
 
 # What patch(1) reads from the environment beside quilt's own QUILT_*.
@@ -126,6 +126,24 @@ def choose_applier(series: Series) -> QuiltApplier | GitApplier:
     return GitApplier(series)
 
 
+def check_creations(series: Series, states: dict) -> None:
+    """Refuse a patch that creates a file the tree holds at that point of the
+    series: quilt writes into it (into an empty one, cleanly), git apply
+    refuses it."""
+    present = {path for path, state in states.items() if state is not None}
+    for entry in series.entries:
+        files = series.patch_files(entry)
+        present.difference_update(files.deleted)
+        for path in files.created:
+            if path in present:
+                raise SeriesError(
+                    f"{series.patch_path(entry)} creates {path}, which the tree "
+                    f"already has there: quilt would write into it and git apply "
+                    f"refuses it; the patch must modify it instead"
+                )
+            present.add(path)
+
+
 def apply_series(tree: Path, series: Series, applier) -> None:
     """Push every patch; raise naming the first that does not apply (the
     caller puts the tree back)."""
@@ -165,7 +183,7 @@ def build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
             tree = work / "tree"
             progress(f"copying the pristine tree of {target.name} ({pristine})")
             shutil.copytree(pristine, tree, symlinks=True)
-            read_states(tree, series.touched_paths())  # regular files only
+            check_creations(series, read_states(tree, series.touched_paths()))
             apply_series(tree, series, applier)
             _move_into_place(tree, dest)
     except OSError as exc:
@@ -249,7 +267,7 @@ def apply_onto(target: Target, tier: str, checkout: Path) -> None:
     series = load_series(target, tier)
     applier = choose_applier(series)
     processes.require_program("git", "--onto reads the checkout with it")
-    top = _git(checkout, "rev-parse", "--show-toplevel")
+    top = git(checkout, "rev-parse", "--show-toplevel")
     if top is None or Path(top.strip()).resolve() != checkout.resolve():
         raise SeriesError(
             f"{checkout} is not the top of a git checkout; --onto needs one so "
@@ -258,7 +276,7 @@ def apply_onto(target: Target, tier: str, checkout: Path) -> None:
     check_checkout_version(target, checkout)
     if (checkout / ".pc").exists():
         raise SeriesError(f"{checkout / '.pc'} exists (a quilt stack); pop it first")
-    status = _git(checkout, "status", "--porcelain")
+    status = git(checkout, "status", "--porcelain")
     if status:
         changed = "; ".join(status.splitlines()[:3])
         raise SeriesError(
@@ -266,6 +284,7 @@ def apply_onto(target: Target, tier: str, checkout: Path) -> None:
             f"them first"
         )
     files = CheckoutFiles(checkout, series.touched_paths())
+    check_creations(series, files.before)
     temporary = Path(tempfile.gettempdir())
     try:
         with scratch.directory(temporary, "onto") as work:
@@ -286,104 +305,3 @@ def apply_onto(target: Target, tier: str, checkout: Path) -> None:
         f"{len(series.entries)} patch(es) of tier {tier} applied onto {checkout} "
         f"({len(changed)} file(s) changed)"
     )
-
-
-# --------------------------------------------------------------------------
-# Which vLLM a checkout is
-# --------------------------------------------------------------------------
-
-_VERSION_ASSIGNMENT = re.compile(
-    r"^__version__\s*=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", re.MULTILINE
-)
-
-
-def checkout_version(checkout: Path) -> tuple[str, str] | None:
-    """(version, how it was found) of the vLLM a checkout holds, or None: the
-    nearest v* tag before HEAD, else vllm/_version.py, else PKG-INFO."""
-    tag = (
-        _git(checkout, "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*") or ""
-    ).strip()
-    if tag:
-        since = (_git(checkout, "rev-list", "--count", f"{tag}..HEAD") or "0").strip()
-        after = f", {since} commit(s) after it" if since != "0" else ""
-        return tag.removeprefix("v"), f"tag {tag}{after}"
-    version_file = checkout / "vllm" / "_version.py"
-    if version_file.is_file():
-        match = _VERSION_ASSIGNMENT.search(version_file.read_text(errors="replace"))
-        if match:
-            return match[1], "vllm/_version.py"
-    pkg_info = checkout / "PKG-INFO"
-    if pkg_info.is_file():
-        match = re.search(
-            r"^Version: (\S+)", pkg_info.read_text(errors="replace"), re.M
-        )
-        if match:
-            return match[1], "PKG-INFO"
-    return None
-
-
-def check_checkout_version(target: Target, checkout: Path) -> None:
-    """Refuse a checkout of another vLLM than the target's, naming the one
-    found; an unknown version is a warning (the apply restores on failure)."""
-    if isinstance(target.source, GitSource):
-        _check_descends(target, target.source, checkout)
-    elif isinstance(target.source, SdistSource):
-        _check_release(target, target.source, checkout)
-
-
-def _check_descends(target: Target, source: GitSource, checkout: Path) -> None:
-    ancestry = ("merge-base", "--is-ancestor", source.commit, "HEAD")
-    result = _git_run(checkout, *ancestry)
-    if result.returncode == 1:
-        raise SeriesError(
-            f"{checkout}: HEAD does not descend from commit {source.commit}, the "
-            f"source of target {target.name}; check out a branch based on it"
-        )
-    if result.returncode != 0:
-        warning(
-            f"cannot tell whether {checkout} holds commit {source.commit} of target "
-            f"{target.name} (not in this repository); applying anyway"
-        )
-
-
-def _check_release(target: Target, source: SdistSource, checkout: Path) -> None:
-    found = checkout_version(checkout)
-    if found is None:
-        warning(
-            f"cannot tell which vLLM {checkout} is (no v* tag before HEAD, no "
-            f"vllm/_version.py, no PKG-INFO); applying the series of vLLM "
-            f"{source.version} anyway"
-        )
-        return
-    version, how = found
-    if version != source.version:
-        raise SeriesError(
-            f"{checkout} is vLLM {version} ({how}), but target {target.name} is "
-            f"vLLM {source.version}; check out v{source.version}, or use the target "
-            f"of {version} if there is one (python -m harness targets)"
-        )
-    progress(f"{checkout} is vLLM {version} ({how})")
-
-
-# Where git would look for a repository other than the checkout --onto names.
-REPOSITORY_VARIABLES = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-)
-
-
-def _git_run(checkout: Path, *args: str):
-    """git on the checkout itself, whatever GIT_DIR and the like say (and,
-    as every child, with no optional lock: harness.processes)."""
-    env = {k: v for k, v in os.environ.items() if k not in REPOSITORY_VARIABLES}
-    return processes.run(["git", "-C", str(checkout), *args], env=env)
-
-
-def _git(checkout: Path, *args: str) -> str | None:
-    result = _git_run(checkout, *args)
-    return result.stdout if result.returncode == 0 else None

@@ -34,11 +34,13 @@ _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13}
 
 @dataclass
 class PatchFiles:
-    """What a patch names: tree paths (old and new sides), and its problems
-    as (line number, reason)."""
+    """What a patch names: tree paths (old and new sides), those it creates
+    and deletes, and its problems as (line number, reason)."""
 
     paths: list[str] = field(default_factory=list)
     problems: list[tuple[int, str]] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
 
 
 def read_patch(data: bytes, strip: int) -> PatchFiles:
@@ -67,6 +69,10 @@ def read_patch(data: bytes, strip: int) -> PatchFiles:
             continue
         reader.header(number, line)
     reader.end_section()
+    if not found.paths and not found.problems:
+        found.problems.append(
+            (1, "names no file: quilt applies it as nothing, git apply refuses it")
+        )
     return found
 
 
@@ -79,6 +85,7 @@ class _Reader:
         self.git_names: list[str] = []  # the tree paths `diff --git` names
         self.renamed = False  # rename or copy lines in this git section
         self.has_pair = False  # a ---/+++ pair in this git section
+        self.new_file = self.deleted_file = False  # git's mode lines say so
 
     def header(self, number: int, line: str) -> None:
         if line.startswith("diff --git "):
@@ -94,10 +101,16 @@ class _Reader:
             name = _unquote(line.split(" ", 2)[2])
             self._check(number, name)
             self.found.paths.append(name)
+            if line.startswith("rename from "):
+                self.found.deleted.append(name)
+            elif line.startswith(("rename to ", "copy to ")):
+                self.found.created.append(name)
         elif line.startswith(MODE_LINES):
             mode = line.rsplit(" ", 1)[-1]
             if mode not in MODES:
                 self._problem(number, _mode_reason(mode))
+            self.new_file |= line.startswith("new file mode ")
+            self.deleted_file |= line.startswith("deleted file mode ")
         elif line.startswith("GIT binary patch") or (
             line.startswith("Binary files ") and line.endswith(" differ")
         ):
@@ -120,7 +133,12 @@ class _Reader:
         file, a pure rename) touches what its `diff --git` line names."""
         if self.git_names and not self.has_pair and not self.renamed:
             self.found.paths.extend(self.git_names)
+            if self.new_file:
+                self.found.created.extend(self.git_names)
+            if self.deleted_file:
+                self.found.deleted.extend(self.git_names)
         self.git_names, self.renamed, self.has_pair = [], False, False
+        self.new_file = self.deleted_file = False
 
     def _name(self, number: int, text: str, marker: str) -> str | None:
         """The tree path of a ---/+++ line, None for /dev/null."""
@@ -145,6 +163,10 @@ class _Reader:
 
     def _pair(self, number: int, old: str | None, new: str | None) -> None:
         self.has_pair = True
+        if old is None and new is not None:
+            self.found.created.append(new)
+        if new is None and old is not None:
+            self.found.deleted.append(old)
         for path in (old, new):
             if path is not None and path not in self.found.paths:
                 self.found.paths.append(path)

@@ -99,6 +99,11 @@ HOSTILE = {
         3,
         "a context diff: quilt applies it and git apply does not",
     ),
+    "empty": (
+        "",
+        1,
+        "names no file: quilt applies it as nothing, git apply refuses it",
+    ),
     "two-names": (
         "--- a/README.md\n+++ b/NOTES.md\n@@ -1 +1 @@\n-pristine\n+patched\n",
         2,
@@ -502,3 +507,40 @@ def test_git_reads_the_checkout_without_taking_its_index_lock(
     ]
     assert any(" status " in line for line in in_checkout)
     assert all(line.startswith("0 ") for line in in_checkout), in_checkout
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("where", ["--onto", "--dest"])
+def test_a_patch_creating_a_file_the_tree_has_is_refused(
+    tmp_path, monkeypatch, capsys, cache, temporary, method, where
+):
+    # quilt writes into an empty file that a patch "creates"; git apply
+    # refuses: the tree would depend on the tool.
+    creates = diff("tests/test_pool.py", None, "def test_new():\n    pass\n")
+    patch = hostile_series(tmp_path, monkeypatch, creates)
+    fork = make_fork(tmp_path)
+    (tmp_path / "pristine" / "tests" / "test_pool.py").write_text("")
+    (fork / "tests" / "test_pool.py").write_text("")
+    commit(fork, ".")
+    monkeypatch.setenv("HARNESS_APPLY_WITH", method)
+    before = tree_digest(tmp_path)
+    place = fork if where == "--onto" else tmp_path / "patched"
+    assert cli.main(["apply", "--target", "t", where, str(place)]) == 7
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: {patch} creates tests/test_pool.py, which the tree already has "
+        f"there: quilt would write into it and git apply refuses it; the patch "
+        f"must modify it instead"
+    )
+    assert changed(before, tree_digest(tmp_path)) == []
+
+
+def test_a_file_deleted_then_created_again_by_the_series_applies(
+    tmp_path, monkeypatch, cache, temporary
+):
+    again = diff("vllm/old.py", None, "reborn = True\n")
+    patch_set = {**GOOD_PATCHES, "0005-again.patch": again}
+    make_series(tmp_path, monkeypatch, patch_set, GOOD_SERIES + "0005-again.patch\n")
+    fork = make_fork(tmp_path)
+    monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 0
+    assert (fork / "vllm" / "old.py").read_text() == "reborn = True\n"
