@@ -12,9 +12,13 @@ A patch may touch only regular files inside the tree it is applied to:
   644 or 755 (a set-uid bit).
 
 And only what both tools apply alike: a binary patch (git applies it, quilt
-refuses it), a context diff (quilt applies it, git does not), and `---` and
-`+++` naming two different files outside a git rename or copy (the tools
-pick different ones) are refused.
+refuses it), a context diff or a 0-byte patch (quilt applies it, git does
+not), hunks of a file that overlap or are out of order (the same), and `---`
+and `+++` naming two different files outside a git rename or copy (the
+tools pick different ones) are refused. The files a patch creates and
+deletes are listed too, so that a creation of a file the tree already has
+(quilt writes into it, git refuses) is refused before either runs
+(harness.series.apply).
 
 Lines inside a hunk are the hunk's, as both tools count them from its `@@`
 header, so a removed line that reads `-- ../x` is never taken for a header.
@@ -23,7 +27,7 @@ header, so a removed line that reads `-- ../x` is never taken for a header.
 import re
 from dataclasses import dataclass, field
 
-HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 # Where the diff starts: what comes before is the mail (patch_form checks it).
 DIFF_STARTS = ("--- ", "+++ ", "Index: ", "diff -", "@@ ")
 MODES = ("100644", "100755")
@@ -64,8 +68,9 @@ def read_patch(data: bytes, strip: int) -> PatchFiles:
                 continue
             old_left = new_left = 0  # ends early: the tools refuse it; read on
         if match := HUNK.match(line):
-            old_left = int(match[1]) if match[1] is not None else 1
-            new_left = int(match[2]) if match[2] is not None else 1
+            old_left = int(match[2]) if match[2] is not None else 1
+            new_left = int(match[3]) if match[3] is not None else 1
+            reader.hunk(number, int(match[1]), old_left)
             continue
         reader.header(number, line)
     reader.end_section()
@@ -86,6 +91,7 @@ class _Reader:
         self.renamed = False  # rename or copy lines in this git section
         self.has_pair = False  # a ---/+++ pair in this git section
         self.new_file = self.deleted_file = False  # git's mode lines say so
+        self.hunks_end = 0  # the old side's line after the last hunk of a file
 
     def header(self, number: int, line: str) -> None:
         if line.startswith("diff --git "):
@@ -95,7 +101,7 @@ class _Reader:
             self.old = self._name(number, line[4:], "---")
         elif line.startswith("+++ "):
             self._pair(number, self.old, self._name(number, line[4:], "+++"))
-            self.old = None
+            self.old, self.hunks_end = None, 0
         elif line.startswith(RENAMES):
             self.renamed = True
             name = _unquote(line.split(" ", 2)[2])
@@ -127,6 +133,18 @@ class _Reader:
             )
         elif line.startswith("Index: "):
             self._check(number, _unquote(line[len("Index: ") :].strip()))
+
+    def hunk(self, number: int, start: int, count: int) -> None:
+        """Hunks of a file in order, none overlapping the one before: git
+        apply refuses others, quilt's patch applies them where they fit."""
+        begin = start if count else start + 1
+        if begin < self.hunks_end:
+            self._problem(
+                number,
+                "a hunk that overlaps or comes before the one above it: git apply "
+                "refuses it and quilt applies it; make one hunk of them",
+            )
+        self.hunks_end = max(self.hunks_end, begin + count)
 
     def end_section(self) -> None:
         """A git section with no ---/+++ pair (a mode change, an empty new

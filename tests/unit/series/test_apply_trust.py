@@ -104,6 +104,12 @@ HOSTILE = {
         1,
         "names no file: quilt applies it as nothing, git apply refuses it",
     ),
+    "overlapping-hunks": (
+        "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-pristine\n+patched\n"
+        "@@ -1 +1 @@\n-pristine\n+again\n",
+        6,
+        "a hunk that overlaps or comes before the one above it",
+    ),
     "two-names": (
         "--- a/README.md\n+++ b/NOTES.md\n@@ -1 +1 @@\n-pristine\n+patched\n",
         2,
