@@ -300,8 +300,10 @@ def apply_onto(target: Target, tier: str, checkout: Path) -> None:
             f"cannot apply the series to a copy of the files it touches in "
             f"{temporary}: {_why(exc)}"
         ) from None
-    changed = files.install(after)
-    progress(
-        f"{len(series.entries)} patch(es) of tier {tier} applied onto {checkout} "
-        f"({len(changed)} file(s) changed)"
+    files.install(
+        after,
+        lambda count: (
+            f"{len(series.entries)} patch(es) of tier {tier} applied "
+            f"onto {checkout} ({count} file(s) changed)"
+        ),
     )

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from harness import processes, scratch
 from harness.errors import OutputError, SeriesError
+from harness.log import progress
 
 # A file's bytes and permission bits, or None where there is no file.
 FileState = tuple[bytes, int] | None
@@ -110,8 +111,10 @@ class CheckoutFiles:
             f"series is made against LF files"
         )
 
-    def install(self, after: dict[str, FileState]) -> list[str]:
-        """Write the files the series changed; return their paths."""
+    def install(self, after: dict[str, FileState], done) -> None:
+        """Write the files the series changed, then say ``done(count)`` before
+        a stop signal that arrived meanwhile acts: a stop while the files are
+        written puts them back."""
         changes = {
             path: state for path, state in after.items() if state != self.before[path]
         }
@@ -120,6 +123,7 @@ class CheckoutFiles:
                 self._refuse_changed(changes)
                 for path, state in changes.items():
                     self._put(path, state)
+                progress(done(len(changes)))
         except BaseException as exc:
             with processes.stop_signals_held():
                 self._undo()
@@ -129,7 +133,6 @@ class CheckoutFiles:
                     f"{exc.strerror or exc}{_where(exc)}; it is as it was"
                 ) from None
             raise
-        return sorted(changes)
 
     def _refuse_changed(self, changes: dict[str, FileState]) -> None:
         """Nothing is written over a file that changed since it was read."""
