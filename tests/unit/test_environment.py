@@ -112,21 +112,29 @@ def test_git_missing_from_path_is_one_line_before_any_work(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_stop_signal_as_the_harness_exits_leaves_the_verbs_status():
-    # The signal lands while the interpreter exits, after main returned: as
-    # it did once in eight runs of `fetch`, which then died by SIGINT.
+def run_as_module(prelude: str, signum: int) -> subprocess.CompletedProcess:
+    """`python -m harness targets`, after ``prelude``, with ``signum`` acting
+    as under a terminal."""
     script = (
-        "import atexit, os, runpy, signal, sys\n"
-        "atexit.register(lambda: os.kill(os.getpid(), signal.SIGINT))\n"
-        "sys.argv = ['harness', 'targets']\n"
+        f"{prelude}\nimport runpy, sys\nsys.argv = ['harness', 'targets']\n"
         "runpy.run_module('harness', run_name='__main__')\n"
     )
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", script],
         cwd=REPO_ROOT,
         capture_output=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL),
         timeout=60,
+    )
+
+
+def test_a_stop_signal_as_the_harness_exits_leaves_the_verbs_status():
+    # The signal lands while the interpreter exits, after main returned: as
+    # it did once in eight runs of `fetch`, which then died by SIGINT.
+    result = run_as_module(
+        "import atexit, os, signal\n"
+        "atexit.register(lambda: os.kill(os.getpid(), signal.SIGINT))",
+        signal.SIGINT,
     )
     assert result.returncode == 0, result.stderr
     assert b"main" in result.stdout
@@ -154,23 +162,15 @@ def test_an_error_quotes_at_most_a_few_thousand_characters(monkeypatch, capsys):
 )
 def test_a_stop_signal_while_the_harness_loads_is_its_status(signum, line):
     # The signal lands as harness.cli is imported, before main runs.
-    script = (
-        "import builtins, os, runpy, signal, sys\n"
+    result = run_as_module(
+        "import builtins, os\n"
         "real_import = builtins.__import__\n"
         "def importing(name, *args, **kwargs):\n"
         "    if name == 'harness.cli':\n"
         f"        os.kill(os.getpid(), {int(signum)})\n"
         "    return real_import(name, *args, **kwargs)\n"
-        "builtins.__import__ = importing\n"
-        "sys.argv = ['harness', 'targets']\n"
-        "runpy.run_module('harness', run_name='__main__')\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL),
-        timeout=60,
+        "builtins.__import__ = importing",
+        signum,
     )
     assert result.returncode == 128 + signum, result.stderr
     assert result.stderr == line
