@@ -20,6 +20,7 @@ import csv
 import hashlib
 import io
 import json
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,8 @@ class Installed:
 def find_installed(python: str) -> Installed:
     """Ask ``python`` where its vllm comes from (ProbeError if it cannot be
     run or answers nonsense)."""
+    if shutil.which(python) is None:
+        raise ProbeError(f"cannot run {python}: no such executable file")
     with tempfile.TemporaryDirectory(prefix="harness-probe-") as scratch:
         script = Path(scratch) / "probe_vllm.py"
         script.write_text(_PROBE)

@@ -9,6 +9,7 @@ from harness.verbs import (
     positive_int,
     positive_seconds,
     subscription_endpoint,
+    writable_file,
 )
 
 PROGRESS_EVERY_S = 1.0
@@ -51,11 +52,8 @@ def run(args) -> int:
     from harness.errors import OutputError
 
     out = Path(args.out)
-    if out.is_dir():
-        raise OutputError(f"{out} is a directory; give a file name")
-    if not out.parent.is_dir():
-        problem = "is not a directory" if out.parent.exists() else "does not exist"
-        raise OutputError(f"{out}: {out.parent} {problem}")
+    if problem := writable_file(out) or writable_file(sequence_file(out)):
+        raise OutputError(problem)  # before anything arrives
     try:
         with (
             scratch.replacing(out, "capture") as sink,

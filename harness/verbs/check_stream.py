@@ -9,6 +9,7 @@ from harness.verbs import (
     positive_int,
     positive_seconds,
     subscription_endpoint,
+    utf8_text,
 )
 
 WITNESSES_PER_RULE = 5
@@ -33,6 +34,7 @@ def register(parser) -> None:
     add_subscription_arguments(parser, required=False)
     parser.add_argument(
         "--replay",
+        type=utf8_text,
         metavar="ENDPOINT",
         help="the engine's kv_events_config replay_endpoint (vLLM binds it; "
         "tcp://HOST:PORT), asked for the messages sent before the check "
@@ -265,13 +267,14 @@ def format_report(checked: Checked) -> list[str]:
         if found > len(witnesses.get(rule, [])):
             lines.append(f"    ... {found - len(witnesses.get(rule, []))} more")
     if len(checker.view_kinds) > 1:  # a line per group, clean or not
+        from harness.contract.checker import view_order
+
         lines.append("  by view (medium, group, kind): violations at events")
-        for key, kind in sorted(checker.view_kinds.items(), key=repr):
-            found = ", ".join(
-                f"{rule} {count}"
-                for (view, rule), count in sorted(checker.view_counts.items())
-                if view == key
-            )
+        by_view = checker.counts_by_view()
+        for key in sorted(checker.view_kinds, key=view_order):
+            rules = by_view.get(key, {})
+            found = ", ".join(f"{rule} {count}" for rule, count in rules.items())
             medium, group = key
+            kind = checker.view_kinds[key]
             lines.append(f"    {medium} group {group} ({kind}): {found or 'none'}")
     return lines

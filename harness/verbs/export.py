@@ -74,6 +74,7 @@ def patch_range(text: str) -> tuple[int, int | None]:
 def run(args) -> int:
     from harness.errors import SubmitterError
     from harness.log import progress, warning
+    from harness.processes import require_program
     from harness.series.discussion import ISSUE_COMMENT, RFC_ISSUE
     from harness.series.mail import export_series
     from harness.series.related_work import ISSUE
@@ -85,6 +86,7 @@ def run(args) -> int:
             "export signs every patch off in your name and says in the PR body "
             "that you reviewed every changed line; confirm it with " + REVIEWED
         )
+    require_program("git", "export commits and formats the series with it")
     submitter = resolve_submitter(args.submitter)
     target = get_target(args.target)
     progress(f"submitting as {submitter}")

@@ -9,9 +9,9 @@ from harness.series.submitter import PROJECT_IDENTITIES
 from harness.verdict import Conformance, Verdict
 from support.trees import diff, target_table, use_checkout, write_pins, write_tree
 
-SUBMITTER = "Jane Doe <jane@example.org>"
+SUBMITTER = "Jane Doe <jane@doe.name>"
 PLACEHOLDER = str(PROJECT_IDENTITIES[0])
-PERSON = "Ada Lovelace <ada@example.org>"
+PERSON = "Ada Lovelace <ada@lovelace.name>"
 POOL = "def capacity():\n    return 4\n"
 TEST_POOL = (
     "from vllm.pool import capacity\n\n\n"

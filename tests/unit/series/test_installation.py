@@ -196,7 +196,7 @@ def test_another_python_is_asked_where_its_vllm_is(site, tmp_path, capsys):
     assert run(capsys, "uninstall", "--python", str(python))[0] == 0
     assert snapshot(site) == before
     line = refused(capsys, "status", "--python", str(tmp_path / "absent"))
-    assert line == f"error: cannot run {tmp_path / 'absent'}: No such file or directory"
+    assert line == f"error: cannot run {tmp_path / 'absent'}: no such executable file"
 
 
 def test_a_file_changed_after_the_install_is_not_overwritten(site, capsys):

@@ -72,7 +72,7 @@ def test_no_person_to_sign_off_is_refused_before_any_work(
 
 def test_gits_identity_is_the_submitter_without_as(tmp_path, target, capsys):
     (tmp_path / "gitconfig").write_text(
-        "[user]\n\tname = Jane Doe\n\temail = jane@example.org\n"
+        "[user]\n\tname = Jane Doe\n\temail = jane@doe.name\n"
     )
     assert export(tmp_path / "out", REVIEWED) == 0
     assert f"submitting as {SUBMITTER}" in capsys.readouterr().err
