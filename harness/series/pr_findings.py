@@ -58,17 +58,30 @@ def stream_claims(sub: Submission) -> list[str]:
     if conformance.get("status") != "passed":
         return []
     release = sub.target.source.release_name()
-    rewrites = (
-        ", except the stores after a skipped or evicted block, which it "
-        "rewrites (every hash they stored is stored in the same operation, "
-        "under a parent the pool holds)"
-        if "K4" in sub.fixes
-        else ""
-    )
+    if sub.target.stream(sub.tier) == "holdings":
+        wire = (
+            f"- Every event {release} emits is still emitted, byte for byte and "
+            "in the same order, except the partial entries' stores"
+            + (" and the stores after a skipped block" if "K4" in sub.fixes else "")
+            + ", which it rewrites (every hash they stored is stored in the same "
+            "operation, under a parent the pool holds); no event is added, and "
+            "every hash the stream holds is one the pool holds."
+        )
+    else:
+        rewrites = (
+            ", except the stores after a skipped or evicted block, which it "
+            "rewrites (every hash they stored is stored in the same operation, "
+            "under a parent the pool holds)"
+            if "K4" in sub.fixes
+            else ""
+        )
+        wire = (
+            f"- Every event {release} emits is still emitted, byte for byte and "
+            f"in the same order{rewrites}; the added events are stores at the "
+            "hash block size and the removals that retire them."
+        )
     return [
-        f"- Every event {release} emits is still emitted, byte for byte and in "
-        f"the same order{rewrites}; the added events are stores at the hash "
-        "block size and the removals that retire them.",
+        wire,
         "- No kind of finding grows, and none of these appears: "
         + "; ".join(pr_prose.plain(rule) for rule in ("C2", "C4", "C5", "C6"))
         + ".",

@@ -119,15 +119,21 @@ class Submission:
 
     @cached_property
     def verdict_gaps(self) -> list[str]:
-        """Tests the series adds that the verdict has no outcome for: a
-        verdict made from another revision of the series."""
+        """Tests the series adds, in files the verdict ran, that it has no
+        outcome for: a verdict made from another revision of the series.
+        (A test in a file outside the verdict's selection, such as the
+        scheduler's, is shown by the fail-before-fix runs instead.)"""
         if self.verdict is None:
             return []
         outcomes = self.verdict.get("patched", {}).get("outcomes", {})
+        files = {node.split("::", 1)[0] for node in outcomes}
         return [
             test
             for test in self.added_tests
-            if not any(node == test or node.startswith(f"{test}[") for node in outcomes)
+            if test.split("::", 1)[0] in files
+            and not any(
+                node == test or node.startswith(f"{test}[") for node in outcomes
+            )
         ]
 
     @cached_property

@@ -178,6 +178,14 @@ def test_a_test_a_later_patch_removes_is_not_asked_of_the_verdict(tmp_path):
     assert replace(sub, tests=(first,)).verdict_gaps == ["tests/test_a.py::test_old"]
 
 
+def test_a_test_outside_the_verdicts_selection_is_no_gap(tmp_path):
+    """A file the verdict's selection does not run (the scheduler's tests,
+    say) says nothing about which revision the verdict was made from."""
+    sub = submission(tmp_path, VERDICT)
+    outside = PatchTests(added=("tests/test_elsewhere.py::test_new",))
+    assert replace(sub, tests=(outside,)).verdict_gaps == []
+
+
 def test_only_tests_of_the_pristine_tree_are_called_upstream_tests(tmp_path):
     first = PatchTests(added=("tests/test_a.py::test_ours",))
     second = PatchTests(
