@@ -809,6 +809,7 @@ def fuzz(config: str, seed: int, ops: int) -> dict[str, Any]:
                         label,
                         hashlib.blake2b(data, digest_size=8).hexdigest(),
                         type(event).__name__,
+                        [str(h) for h in getattr(event, "block_hashes", None) or ()],
                     ]
                     for (label, _), data, event in zip(
                         labelled, encoded, events, strict=True
@@ -930,16 +931,21 @@ def classes(
 UNHELD_PARENT_LABELS = ("-unheld-parent", "-unheld-start", "-block-end")
 
 
-def rewritable_events(record: dict[str, Any]) -> set[int]:
+def rewritable_events(record: dict[str, Any], holdings: bool = False) -> set[int]:
     """Indexes of the baseline's events a strict patch may rewrite (contract
     rule C7): stores that break C1 or C3 themselves, or that come from a call
     whose stores can name a parent the pool does not hold, which only a leak
-    (see `classes`) keeps live in a view."""
+    (see `classes`) keeps live in a view; for a tier whose stream is the
+    pool's holdings, every partial entry's store too."""
     broken = {index for rule, index in record["found"] if rule in ("C1", "C3")}
     return broken | {
         index
-        for index, (label, _, kind) in enumerate(record["events"])
-        if kind == "BlockStored" and any(mark in label for mark in UNHELD_PARENT_LABELS)
+        for index, (label, _, kind, _) in enumerate(record["events"])
+        if kind == "BlockStored"
+        and (
+            any(mark in label for mark in UNHELD_PARENT_LABELS)
+            or (holdings and label.startswith("partial:"))
+        )
     }
 
 
@@ -962,7 +968,12 @@ def added_events(
 class Tally:
     """One tier against the baseline, over every run."""
 
-    def __init__(self):
+    def __init__(self, holdings: bool = False):
+        # The tier's stream is the pool's holdings (docs/contract.md): it may
+        # rewrite partial-entry stores, must add no event but rewritten
+        # stores, and may keep live only the hashes the pool holds or the
+        # baseline also keeps (C6 both ways, "C6:unheld").
+        self.holdings = holdings
         self.totals: dict[str, Counter] = defaultdict(Counter)  # class -> tree
         self.worse_ops: Counter = Counter()
         self.misses: dict[str, Counter] = defaultdict(Counter)  # model -> tree
@@ -984,7 +995,9 @@ class Tally:
                 self.rejections[label][index] += value
         for op, (old, new) in enumerate(zip(base["ops"], tier["ops"], strict=True)):
             self.ops += 1
-            aligned = added_events(old["events"], new["events"], rewritable_events(old))
+            aligned = added_events(
+                old["events"], new["events"], rewritable_events(old, self.holdings)
+            )
             if aligned is None:
                 self.reordered += 1
                 aligned = set(), set()
@@ -998,6 +1011,19 @@ class Tally:
             before, after = classes(old, set()), classes(new, added, old)
             bound = before.copy()
             bound["C6:leak"] = len(old["unheld_live"])
+            if self.holdings:
+                kept = {tuple(pair) for pair in old["unheld_live"]}
+                after["C6:unheld"] = sum(
+                    tuple(pair) not in kept for pair in new["unheld_live"]
+                )
+                # An added event may only store again what a rewritten
+                # baseline store stored.
+                again = {h for i in rewritten for h in old["events"][i][3]}
+                after["C7:added"] = sum(
+                    new["events"][i][2] != "BlockStored"
+                    or not set(new["events"][i][3]) <= again
+                    for i in added
+                )
             for cls in before | after:
                 self.totals[cls]["baseline"] += before[cls]
                 self.totals[cls]["tier"] += after[cls]
@@ -1087,6 +1113,14 @@ def default_trees() -> dict[str, Path]:
     }
 
 
+def holdings_tiers() -> set[str]:
+    """The default trees whose stream is the pool's holdings (targets.toml)."""
+    from harness.targets import get_target
+
+    target = get_target("main")
+    return {tier for tier in target.series if target.stream(tier) == "holdings"}
+
+
 def parse_trees(specs: list[str] | None) -> dict[str, Path]:
     if not specs:
         return default_trees()
@@ -1105,7 +1139,8 @@ def run(args) -> int:
     trees = parse_trees(args.tree)
     labels = list(trees)
     base = labels[0]
-    tallies = {label: Tally() for label in labels[1:]}
+    holdings = set(args.holdings or ()) if args.tree else holdings_tiers()
+    tallies = {label: Tally(label in holdings) for label in labels[1:]}
     raw: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="series-fuzz-") as scratch:
         children = {
@@ -1157,6 +1192,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="LABEL=PATH",
         help="a vLLM tree, the first is the baseline (repeat; default: the "
         "harness's pristine, default and strict trees of main)",
+    )
+    parser.add_argument(
+        "--holdings",
+        action="append",
+        metavar="LABEL",
+        help="a --tree whose stream is the pool's holdings (docs/contract.md: "
+        "it may rewrite partial-entry stores and keep live only what the pool "
+        "holds); repeat. Default trees: as harness/targets.toml says",
     )
     parser.add_argument(
         "--config", action="append", choices=[*CONFIGS, *MANAGER_CONFIGS]

@@ -20,7 +20,7 @@ same after the session, from the batches the harness's subscriber held at
 each gate.
 
 `routers_end_to_end` runs the session as harness.runs.e2e runs its own: as
-released, then with each tier's patched files overlaid; its table is a
+released, then with each tier installed on it; its table is a
 harness.consumers.real_routers `RoutersTable` whose one config is the
 engine session.
 """
@@ -308,31 +308,19 @@ def routers_end_to_end(
     budget_s: float = SESSION_BUDGET_S,
 ) -> EngineRouters:
     """A gated session with ``routers`` subscribed on the installed package,
-    then one with each tier's patched files overlaid (harness.runs.e2e's
-    order); the pristine files are restored."""
-    from harness.runs.e2e import TIERS, installed_engine
-    from harness.runs.engine import build_model
-    from harness.runs.session import probe_dtype
-    from harness.series.overlay import installed_root, overlaid, prepare_overlay
+    then one with each tier installed (harness.runs.e2e.each_tier, as the
+    e2e sessions run)."""
+    from harness.runs.e2e import each_tier
 
     started = time.monotonic()
     routers = list(routers)
-    installed_root()  # fail before fetching trees when vllm is not installed
-    overlays = {tier: prepare_overlay(target, tier) for tier in TIERS}
-    for overlay in overlays.values():
-        overlay.restore()  # an interrupted run may have left patched files
-    dtype = probe_dtype(dtype)
-    sessions = {}
-    with tempfile.TemporaryDirectory() as scratch:
-        model = build_model(Path(scratch) / "model")
-        sessions["pristine"] = routers_session(
-            "pristine", model, dtype, seed, routers, budget_s
-        )
-        for tier, overlay in overlays.items():
-            with overlaid(overlay):
-                sessions[tier] = routers_session(
-                    tier, model, dtype, seed, routers, budget_s
-                )
+    runs = each_tier(
+        target,
+        dtype,
+        lambda label, model, dtype: routers_session(
+            label, model, dtype, seed, routers, budget_s
+        ),
+    )
     return EngineRouters(
-        target, installed_engine(), dtype, sessions, time.monotonic() - started
+        target, runs.engine, runs.dtype, runs.results, time.monotonic() - started
     )

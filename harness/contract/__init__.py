@@ -69,12 +69,19 @@ RULES = _table(
         "C7",
         "wire compatibility",
         "the patched stream is the pristine stream, byte for byte, plus "
-        "ancestry stores and their removals",
+        "ancestry stores and their removals, or with its partial-entry stores "
+        "rewritten to the pool's holdings",
     ),
     Entry(
         "C8",
         "upstream tests preserved",
         "every upstream test that passes pristine passes patched",
+    ),
+    Entry(
+        "C9",
+        "timeliness",
+        "an operation's events reach the stream before the engine admits a "
+        "request that depends on them",
     ),
 )
 
@@ -100,10 +107,22 @@ CLASSES = _table(
     Entry(
         "K4",
         "nothing live to hang from",
-        "skipped (null or masked) blocks are never announced, a parent block "
-        "was evicted in use, or a partial entry's block start is held nowhere",
+        "skipped (null or masked) blocks are never announced, or a partial "
+        "entry's block start is held nowhere",
     ),
     Entry("K5", "physical copies", "a hash stored again while it is live"),
+    Entry(
+        "K6",
+        "evicted parent",
+        "a full-attention block's store names a parent block that was "
+        "evicted while its request used it",
+    ),
+    Entry(
+        "K7",
+        "shared boundary",
+        "a partial entry like K1's names a boundary that another KV cache "
+        "group holds, so reporting it would touch that group's hash",
+    ),
 )
 
 

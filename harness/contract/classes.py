@@ -12,15 +12,16 @@ by the pool operation that emitted it:
 - K4: nothing live to hang ancestry from: C1 or C3 on a full-block store in
   a group whose full blocks can be null or masked (sliding window, Mamba),
   whose skipped blocks are announced neither as hashes nor as a parent but
-  whose tokens stay in the event; C1 on a full-block store whose parent
-  block the pool no longer holds (evicted while in use); or C1 on a partial
-  entry whose cache block starts at a hash the pool does not hold, or which
-  ends its cache block;
+  whose tokens stay in the event (its parent block evicted while in use
+  included); or C1 on a partial entry whose cache block starts at a hash the
+  pool does not hold, or which ends its cache block;
 - K5: stores of a hash that was already live (not a violation: the checker
   counts copies; reported so a change shows). In the patched stream the pool
   can cache, as an entry of its own, a boundary an ancestry store made live;
   that is not a second physical copy, so it is counted apart, as the
-  ancestry overlap, and K5 keeps the pristine meaning.
+  ancestry overlap, and K5 keeps the pristine meaning;
+- K6: C1 on a full-attention block's store whose parent block was evicted
+  while in use; K7: K1's, where another group holds a boundary before it.
 
 Anything else is reported under ``RULE:label`` and is never expected.
 """
@@ -52,8 +53,9 @@ from harness.contract.records import (
 from harness.contract.wire import BlockRemoved, BlockStored, decode_event
 
 CLASSES = tuple(CLASS_TABLE)
-# The rules a workload's replay checks; C7 compares two runs, C8 test outcomes.
-RULES = tuple(rule for rule in RULE_TABLE if rule not in ("C7", "C8"))
+# The rules a workload's replay checks; C7 compares two runs, C8 test
+# outcomes, C9 a real engine's timing (harness.runs.judge).
+RULES = tuple(rule for rule in RULE_TABLE if rule not in ("C7", "C8", "C9"))
 SPARSE_GROUP_KINDS = {"sliding_window", "mamba"}
 # Label (before "@") of the call whose entry store is at fault -> class
 # (harness.runs.labeller names the calls). An entry whose cache block starts
@@ -62,6 +64,8 @@ SPARSE_GROUP_KINDS = {"sliding_window", "mamba"}
 C1_CLASSES = {
     "partial:first": "K1",
     "partial:replace": "K1",
+    "partial:first-shared": "K7",
+    "partial:replace-shared": "K7",
     "partial:first-block": "K2",
     "partial:replace-first-block": "K2",
     "partial:promotion": "K3",
@@ -96,6 +100,10 @@ class Run:
     bookkeeping: list[dict[str, int] | None] = field(default_factory=list)
     # Patched runs: stores where ancestry and the pool's own entries overlap.
     ancestry_overlap: int = 0
+    # Per pool snapshot: the (view, hash) pairs live in the stream that the
+    # pool does not hold (ancestry boundaries, or hashes a pristine pool
+    # stored twice and removed once).
+    unheld_live: list[frozenset] = field(default_factory=list)
 
     def label(self, violation: Violation) -> str:
         return self.ops[violation.batch].events[violation.event].label
@@ -115,8 +123,18 @@ def replay(records: list[Record]) -> Run:
             run.ops.append(record)
             checker.apply([decode_event(event.data) for event in record.events])
         elif isinstance(record, PoolSnapshot):
-            checker.check_pool(
-                {(start.medium, group): hashes for group, hashes in record.held.items()}
+            held = {
+                (start.medium, group): set(hashes)
+                for group, hashes in record.held.items()
+            }
+            checker.check_pool(held)
+            run.unheld_live.append(
+                frozenset(
+                    (key, block_hash)
+                    for key, live in checker.views.items()
+                    for block_hash in live
+                    if block_hash not in held.get(key, ())
+                )
             )
         elif isinstance(record, BookkeepingSample):
             run.bookkeeping.append(record.sizes)
@@ -139,11 +157,11 @@ def classify(run: Run, violation: Violation) -> str:
     kind, _, group_kind = label.partition("@")
     if violation.rule == "C1" and kind in C1_CLASSES:
         return C1_CLASSES[kind]
-    if kind.startswith("full") and (
-        (violation.rule in ("C1", "C3") and group_kind in SPARSE_GROUP_KINDS)
-        or (violation.rule == "C1" and kind == "full-unheld-parent")
-    ):
-        return "K4"
+    if kind.startswith("full"):
+        if violation.rule in ("C1", "C3") and group_kind in SPARSE_GROUP_KINDS:
+            return "K4"
+        if violation.rule == "C1" and kind == "full-unheld-parent":
+            return "K6"
     return f"{violation.rule}:{label}"
 
 
@@ -153,9 +171,17 @@ def classify(run: Run, violation: Violation) -> str:
 
 
 def wire_differences(
-    pristine: Run, patched: Run, rewrites_k4: bool = False
+    pristine: Run,
+    patched: Run,
+    rewrites: frozenset[str] = frozenset(),
+    holdings: bool = False,
 ) -> list[str]:
     """C7 findings, empty when the patched run only adds allowed events.
+
+    A tier whose stream is the pool's holdings (``holdings``) adds no
+    ancestry: it may rewrite every pristine partial-entry store (and the
+    stores of the classes in ``rewrites``), each rewritten hash stored again
+    in the same operation, and add nothing else.
 
     Per operation, the pristine events must appear byte for byte and in
     order in the patched events. Each added event must be
@@ -168,8 +194,8 @@ def wire_differences(
       it in the same operation, because some chain still leads through it;
     - or a removal of hashes such stores added.
 
-    A tier that fixes K4 (``rewrites_k4``) may also rewrite the pristine
-    stores of class K4 (`rewritable_stores`): they may be missing, every
+    A tier that fixes K4 or K6 (``rewrites``) may also rewrite the pristine
+    stores of those classes (`rewritable_stores`): they may be missing, every
     hash they stored must be stored by the patched operation, and an added
     store may then carry only their hashes, or be the first boundary of an
     ancestry chain spanning back (one hash, ``block_size`` a multiple of
@@ -179,7 +205,7 @@ def wire_differences(
     if [op.name for op in pristine.ops] != [op.name for op in patched.ops]:
         return ["the two trees ran different operations for the same seed"]
     hbs = patched.start.hash_block_size
-    rewritable = rewritable_stores(pristine) if rewrites_k4 else {}
+    rewritable = rewritable_stores(pristine, rewrites, holdings)
     ancestry: set = set()
     for before, after in zip(pristine.ops, patched.ops, strict=True):
         optional = rewritable.get(before.index, set())
@@ -205,6 +231,14 @@ def wire_differences(
                     removed_here.update(event.block_hashes)
                 continue
             where = f"op {before.index} ({event_record.label})"
+            if holdings:
+                hashes = set(getattr(event, "block_hashes", None) or ())
+                if not (isinstance(event, BlockStored) and hashes <= rewritten):
+                    findings.append(
+                        f"{where}: added {type(event).__name__} is no rewritten "
+                        "pristine store"
+                    )
+                continue
             if isinstance(event, BlockStored):
                 registration = event_record.label.startswith("partial:")
                 hashes = set(event.block_hashes)
@@ -212,7 +246,7 @@ def wire_differences(
                 if rewritten and hashes and hashes <= rewritten:
                     continue
                 spans_back = (
-                    rewrites_k4
+                    "K4" in rewrites
                     and registration
                     and len(hashes) == 1
                     and event.block_size % hbs == 0
@@ -240,26 +274,38 @@ def wire_differences(
 
 
 # The labels (before "@") of the calls whose stores name a parent the pool
-# does not hold (K4), which only a pristine leak can keep live in a view:
+# does not hold (K4, K6), which only a pristine leak can keep live in a view:
 # pristine stores some held hashes twice and removes them once.
 UNHELD_PARENT_KINDS = {"full-unheld-parent"} | {
     kind for kind, name in C1_CLASSES.items() if name == "K4"
 }
+REWRITABLE_CLASSES = ("K4", "K6")
 
 
-def rewritable_stores(pristine: Run) -> dict[int, set[int]]:
-    """Per operation, the pristine stores a tier that fixes K4 may rewrite:
-    those of class K4 (C1 or C3), and those that name a parent the pool does
-    not hold although a leak keeps it live."""
+def rewritable_stores(
+    pristine: Run, rewrites: frozenset[str], partial_entries: bool = False
+) -> dict[int, set[int]]:
+    """Per operation, the pristine stores a tier may rewrite: those of the
+    classes in ``rewrites`` (K4, K6), and those a call of such a class
+    emitted that name a parent the pool does not hold although a leak keeps
+    it live; where its stream is the pool's holdings, every partial entry's
+    store."""
     found: dict[int, set[int]] = {}
     for name, violation in pristine.findings:
-        if name == "K4":
+        if name in rewrites and name in REWRITABLE_CLASSES:
             found.setdefault(violation.batch, set()).add(violation.event)
     for op in pristine.ops:
         for index, event in enumerate(op.events):
-            if event.label.partition("@")[0] in UNHELD_PARENT_KINDS and isinstance(
-                decode_event(event.data), BlockStored
-            ):
+            kind, _, group_kind = event.label.partition("@")
+            owner = (
+                "K6"
+                if kind == "full-unheld-parent" and group_kind not in SPARSE_GROUP_KINDS
+                else "K4"
+            )
+            rewrites_it = (kind in UNHELD_PARENT_KINDS and owner in rewrites) or (
+                partial_entries and kind.startswith("partial:")
+            )
+            if rewrites_it and isinstance(decode_event(event.data), BlockStored):
                 found.setdefault(op.index, set()).add(index)
     return found
 

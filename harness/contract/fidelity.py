@@ -86,6 +86,10 @@ class Tally:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     @property
+    def mispredicted_tokens(self) -> int:
+        return self.over_tokens + self.under_tokens
+
+    @property
     def exact_pct(self) -> float:
         return 100 * self.exact / self.probes if self.probes else 0.0
 

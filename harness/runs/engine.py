@@ -11,8 +11,9 @@ down on every path. docs/e2e.md says why each engine setting is needed. With
 ``requests_out`` the session also writes, for each request, its tokens, its
 hashes at each hash-block boundary, when it was sent and the
 ``num_cached_tokens`` the engine reported
-(harness.contract.records.ServedRequest): the router fidelity of the session
-(harness.runs.judge).
+(harness.contract.records.ServedRequest; a reset is written as a request of
+phase "reset" with no tokens, sent when the reset was asked for): the router
+fidelity of the session (harness.runs.judge).
 """
 
 from __future__ import annotations
@@ -51,13 +52,27 @@ EVICTION_TOKENS = range(VOCAB_SIZE // 2, VOCAB_SIZE)
 SHARED_PREFIX = 300
 SHARED_SUFFIX = (20, 180)
 EVICTION_PROMPT_LEN = (300, 480)
+# Prompts that share the prefix only up to a point inside its third cache
+# block, before the shared prompts' partial entries there: they end at an
+# interior boundary of another prompt's chain, where no lookup can end.
+TRUNCATED_AT = (2 * BLOCK_SIZE + 1, SHARED_PREFIX - 1)
+# Prompts inside the first cache block, sharing the prefix's first tokens:
+# their partial entries lie in the first block.
+FIRST_BLOCK_AT = (HASH_BLOCK_SIZE + 1, BLOCK_SIZE - 24)
+FRESH_TAIL = (4, 20)
 # (phase, number of prompts) in the order the session sends them: the shared
-# prefix, eviction traffic that evicts it, the prefix again, eviction traffic
-# again (so that nothing of the prefix is live when the cache is reset, or a
-# leak would hide behind the reset), a prefix-cache reset, the prefix again,
-# and eviction traffic once more.
+# prefix, prompts that end inside its chains, a prefix-cache reset while the
+# prefix is live and the prefix at once after it (a router that learns of the
+# reset late predicts the old hit), eviction traffic that evicts it, the
+# prefix again, eviction traffic again (so that nothing of the prefix is live
+# when the cache is reset again, or a leak would hide behind the reset), a
+# second reset, the prefix again, and eviction traffic once more.
 SESSION_PLAN = (
     ("shared", 4),
+    ("truncated", 3),
+    ("first-block", 3),
+    ("reset", 1),
+    ("shared", 2),
     ("eviction", 6),
     ("shared", 2),
     ("eviction", 5),
@@ -145,10 +160,17 @@ def session_prompts(seed: int) -> list[tuple[str, list[int]]]:
     rng = random.Random(seed)
     prefix = [rng.choice(SHARED_TOKENS) for _ in range(SHARED_PREFIX)]
 
+    def fresh(length: int) -> list[int]:
+        return [rng.choice(SHARED_TOKENS) for _ in range(length)]
+
     def prompt(phase: str) -> list[int]:
         if phase == "shared":
-            suffix = rng.randint(*SHARED_SUFFIX)
-            return prefix + [rng.choice(SHARED_TOKENS) for _ in range(suffix)]
+            return prefix + fresh(rng.randint(*SHARED_SUFFIX))
+        if phase in ("truncated", "first-block"):
+            shared = rng.randint(
+                *(TRUNCATED_AT if phase == "truncated" else FIRST_BLOCK_AT)
+            )
+            return prefix[:shared] + fresh(rng.randint(*FRESH_TAIL))
         if phase == "eviction":
             length = rng.randint(*EVICTION_PROMPT_LEN)
             return [rng.choice(EVICTION_TOKENS) for _ in range(length)]
@@ -247,13 +269,16 @@ def engine_session(
         ask = request_gate(gate) if gate is not None else None
         sampling = SamplingParams(max_tokens=1, temperature=0.0)
         for number, (phase, tokens) in enumerate(session_prompts(seed)):
+            sent = time.time()  # the clock of the events' batch timestamps
             if phase == "reset":
                 if not llm.reset_prefix_cache():
                     raise E2EError("the engine refused to reset its prefix cache")
+                if log is not None:
+                    log.write(encode_record(ServedRequest(phase, [], [], sent, 0)))
                 continue
             if gate is not None:
                 ask(number, phase, tokens)
-            sent = time.time()  # the clock of the events' batch timestamps
+                sent = time.time()  # after the gate: the request goes now
             [output] = llm.generate([TokensPrompt(prompt_token_ids=tokens)], sampling)
             if log is not None:
                 served = ServedRequest(

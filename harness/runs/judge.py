@@ -43,6 +43,10 @@ class SessionReport:
     # (a promotion, class K3).
     unreported_parent: list[Violation] = field(default_factory=list)
     removed_parent: list[Violation] = field(default_factory=list)
+    # The same C1 breaches as unreported_parent for stores of entries inside
+    # the first cache block (class K2: no tier but the strict one reports a
+    # parent there), counted apart, by group.
+    first_block_unreported: Counter = field(default_factory=Counter)
     # Hashes of shared-prefix blocks live when the cache was reset and at
     # the end; the eviction traffic should have retired every one.
     shared_live_at_reset: int = 0
@@ -60,6 +64,12 @@ class SessionReport:
     # engine's num_cached_tokens, and (phase, predicted, served) per request.
     fidelity: Tally = field(default_factory=Tally)
     predictions: list[tuple[str, int, int]] = field(default_factory=list)
+    # Prefix-cache resets, and those whose AllBlocksCleared reached the
+    # stream only after the next request was sent (rule C9).
+    resets: int = 0
+    late_resets: int = 0
+    # Indexes into `predictions` of the requests sent right after a reset.
+    after_reset: list[int] = field(default_factory=list)
 
     def as_json(self) -> dict:
         """The counts of the session, for the e2e report (harness.runs.e2e)."""
@@ -82,12 +92,16 @@ class SessionReport:
                 for group, rules in sorted(self.whole_block_by_group.items())
             },
             "unreported_parent": len(self.unreported_parent),
+            "first_block_unreported": dict(sorted(self.first_block_unreported.items())),
             "removed_parent": len(self.removed_parent),
             "shared_live_at_reset": self.shared_live_at_reset,
             "shared_live_at_end": self.shared_live_at_end,
             "outlived_leader": len(session.outlived_leader),
             "survivors": len(session.survivors),
             "fidelity": asdict(self.fidelity),
+            "predictions": [list(prediction) for prediction in self.predictions],
+            "resets": self.resets,
+            "late_resets": self.late_resets,
         }
 
     def rules(self) -> dict[str, int]:
@@ -115,8 +129,9 @@ class SessionReport:
                 for group, rules in sorted(self.whole_block_by_group.items())
             ),
             f"  C1 on a hash-block store, parent never reported: "
-            f"{len(self.unreported_parent)}; parent removed before: "
-            f"{len(self.removed_parent)}",
+            f"{len(self.unreported_parent)} past the first cache block, "
+            f"{sum(self.first_block_unreported.values())} inside it; parent "
+            f"removed before: {len(self.removed_parent)}",
             f"  shared-prefix hashes live at the reset: {self.shared_live_at_reset}, "
             f"at the end: {self.shared_live_at_end}",
             f"  processes left after the engine's exit: "
@@ -131,6 +146,8 @@ class SessionReport:
                 f"{predicted}/{served}" + ("" if predicted == served else "*")
                 for _, predicted, served in self.predictions
             ),
+            f"  prefix-cache resets: {self.resets}, reaching the stream after "
+            f"the next request was sent: {self.late_resets}",
         ]
         lines += [f"    {violation}" for violation in self.violations[:5]]
         return "\n".join(lines)
@@ -152,6 +169,12 @@ def judge(session: Session) -> SessionReport:
     end."""
     report = SessionReport(session)
     checker = StreamChecker(track_ancestry=True)
+    # Where each hash the session's requests carry ends, in tokens.
+    ends = {
+        block_hash: (index + 1) * HASH_BLOCK_SIZE
+        for request in session.requests
+        for index, block_hash in enumerate(request.block_hashes)
+    }
     shared: set = set()  # hashes of blocks made of shared-prefix tokens
     kinds: dict[int | None, str | None] = {}  # group_idx -> kv_cache_spec_kind
     # (group_idx, rule, whether the event stores whole cache blocks)
@@ -163,12 +186,11 @@ def judge(session: Session) -> SessionReport:
         for position, event in enumerate(batch.events):
             if isinstance(event, AllBlocksCleared):
                 report.clears += 1
-                if report.clears == 1:
-                    before_clear = StreamChecker(views=copy_views(checker))
-                    before_clear.apply(batch.events[:position])
-                    report.shared_live_at_reset = shared_hashes_live(
-                        before_clear, shared
-                    )
+                # The last reset follows eviction traffic: nothing of the
+                # shared prefix should be live by then.
+                before_clear = StreamChecker(views=copy_views(checker))
+                before_clear.apply(batch.events[:position])
+                report.shared_live_at_reset = shared_hashes_live(before_clear, shared)
         for event in batch.events:
             if isinstance(event, BlockStored):
                 kinds.setdefault(event.group_idx, event.kv_cache_spec_kind)
@@ -177,12 +199,13 @@ def judge(session: Session) -> SessionReport:
             whole = getattr(event, "block_size", None) == BLOCK_SIZE
             at_group.append((event.group_idx, violation.rule, whole))
             if violation.rule == "C1" and event.block_size == HASH_BLOCK_SIZE:
-                found = (
-                    report.removed_parent
-                    if violation.cause == PARENT_REMOVED
-                    else report.unreported_parent
-                )
-                found.append(violation)
+                if violation.cause == PARENT_REMOVED:
+                    report.removed_parent.append(violation)
+                elif ends.get(event.block_hashes[0], BLOCK_SIZE + 1) <= BLOCK_SIZE:
+                    label = group_label(event.group_idx, event.kv_cache_spec_kind)
+                    report.first_block_unreported[label] += 1
+                else:
+                    report.unreported_parent.append(violation)
         for event in batch.events:
             if isinstance(event, BlockStored):
                 size = event.block_size
@@ -245,10 +268,22 @@ def judge_fidelity(report: SessionReport) -> None:
     layout = engine_layout(batches)
     index = RouterIndex()
     applied = 0
+    pending_reset = False
     for request in session.requests:
         while applied < len(batches) and batches[applied].ts < request.sent:
+            for event in batches[applied].events:
+                pending_reset = pending_reset and not isinstance(
+                    event, AllBlocksCleared
+                )
             index.apply_all(batches[applied].events)
             applied += 1
+        report.late_resets += pending_reset
+        if request.phase == "reset":
+            report.resets += 1
+            pending_reset = True
+            report.after_reset.append(len(report.predictions))
+            continue
+        pending_reset = False
         predicted = predict(
             layout,
             index.holding(layout.medium),

@@ -24,6 +24,9 @@ from harness.runs.compat import is_replacement, pool_methods
 #   partial:KIND-unheld-start ... whose cache block starts at a hash the pool
 #                             does not hold (evicted, null or masked)
 #   partial:KIND-block-end    ... an entry that ends its cache block
+#   partial:KIND-shared       ... (first or replace) where another KV cache
+#                             group holds a boundary between the cache block's
+#                             start and the entry
 #   partial:cached            already registered there (emits nothing)
 #   full                      cache_full_blocks
 #   full-unheld-parent        ... whose parent block the pool no longer holds
@@ -104,6 +107,12 @@ class EventLabeller:
             )
             if position == "-first-block" and kind == "first":
                 kind, position = "first-block", ""
+            elif not position and kind != "promotion":
+                block_size = arguments["block_size"]
+                if self._other_group_holds_a_boundary(
+                    request, num_tokens, block_size, group
+                ):
+                    position = "-shared"
             return f"partial:{kind}{position}@{self.group_kinds[group]}"
         if name == "cache_full_blocks":
             group = arguments["kv_cache_group_id"]
@@ -148,6 +157,20 @@ class EventLabeller:
         if not self._pool_holds(request, start, group):
             return "-unheld-start"
         return ""
+
+    def _other_group_holds_a_boundary(
+        self, request: Any, num_tokens: int, block_size: int, group: int
+    ) -> bool:
+        """Whether another group holds one of the hashes between the entry's
+        cache block start and the entry (the groups share external hashes)."""
+        hash_block_size = self.pool.hash_block_size
+        start = (num_tokens - 1) // block_size * block_size
+        return any(
+            self._pool_holds(request, end, other)
+            for other in range(len(self.group_kinds))
+            if other != group
+            for end in range(start + hash_block_size, num_tokens, hash_block_size)
+        )
 
     def _pool_holds(self, request: Any, end: int, group: int) -> bool:
         """Whether the pool holds, in ``group``, the request's hash of its

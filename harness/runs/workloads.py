@@ -18,6 +18,7 @@ running many workloads import the tree once.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import random
 import time
@@ -48,19 +49,22 @@ from harness.runs.scenarios import SCENARIOS
 # How a worker (harness.runs.worker) that runs workloads is started.
 WORKER_COMMAND = ["-m", "harness", "workloads", "--serve"]
 
-# The series' per-pool bookkeeping of reported ancestry boundaries. Absent on
-# a pristine tree.
-BOOKKEEPING_ATTRIBUTES = ("_ancestry_by_block", "_ancestry_ref_cnt")
+# The state the series keeps in a pool between calls: the default tier, the
+# KV cache groups it has seen; the strict tier, none. Absent on a pristine
+# tree (and on a tree whose series keeps nothing).
+BOOKKEEPING_ATTRIBUTES = ("_event_group_ids",)
 
 
 def bookkeeping_sizes(pool: Any) -> dict[str, int] | None:
-    """Entries in each bookkeeping structure; nested dicts count their leaves."""
+    """Entries in each bookkeeping structure; nested containers count their
+    leaves."""
     sizes = {}
     for name in BOOKKEEPING_ATTRIBUTES:
         value = getattr(pool, name, None)
         if value is not None:
+            values = value.values() if isinstance(value, dict) else value
             sizes[name] = sum(
-                len(inner) if isinstance(inner, dict) else 1 for inner in value.values()
+                len(inner) if isinstance(inner, dict | set) else 1 for inner in values
             )
     return sizes or None
 
@@ -269,7 +273,15 @@ def handle(request: dict[str, Any]) -> None:
     """A worker's request: ``{"config", "seed", "ops", "out"}`` runs a
     workload into the record file ``out`` (a scripted one, seed and ops
     ignored, for the names of SCENARIOS); ``"probes": N`` adds N probes per
-    quiet point of a seeded one."""
+    quiet point of a seeded one. ``{"reset_probe": true, "out"}`` writes to
+    ``out``, as JSON, whether the tree's scheduler publishes a reset at once
+    (harness.runs.reset_probe)."""
+    if request.get("reset_probe"):
+        from harness.runs.reset_probe import reset_publishes_at_once
+
+        answer = {"published_at_reset": reset_publishes_at_once()}
+        Path(request["out"]).write_text(json.dumps(answer))
+        return
     if request["config"] in SCENARIOS:
         run_scenario(request["config"], Path(request["out"]))
     else:

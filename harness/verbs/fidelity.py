@@ -11,7 +11,7 @@ from harness.consumers import (
 )
 from harness.runs.drivers import CONFIGS
 from harness.targets import TIERS
-from harness.verbs import add_target_arguments
+from harness.verbs import COST, add_target_arguments
 
 
 def register(parser) -> None:
@@ -22,7 +22,10 @@ def register(parser) -> None:
         "its predicted hits with the hits the engine's lookup gives: exact, "
         "over- and under-predicted, per config, tree and KV cache group. "
         "--dynamo adds NVIDIA Dynamo's RadixTree (needs the consumers extra, "
-        "ai-dynamo-runtime). docs/consumers.md, 'Router fidelity'."
+        "ai-dynamo-runtime). docs/consumers.md, 'Router fidelity'. Needs "
+        "vLLM's requirements (`python -m harness deps`), checked before any "
+        f"work. Costs, {COST}: about 3 min with --dynamo and the trees cached, "
+        "0.5 GB of harness cache per target for its trees."
     )
     add_target_arguments(parser, target_default="main", several_tiers=True)
     parser.add_argument(
@@ -92,10 +95,19 @@ def named_trees(args, given: dict[str, Path]) -> dict[str, Path]:
 def run(args) -> int:
     from harness.consumers.dynamo import dynamo_core
     from harness.consumers.fidelity import measure, render
+    from harness.targets import get_target
+    from harness.trees.preflight import extra, require, vllm_requirements
 
     if args.seeds < 1 or args.ops < 1 or args.probes < 1:
         args.usage_error("--seeds, --ops and --probes take a positive number")
     given = given_trees(args)
+    target = get_target(args.target)
+    consumers = args.dynamo or bool(args.routers)
+    require(
+        vllm_requirements(target.name),
+        extra("consumers") if consumers else None,
+        toxenv="consumers" if consumers else target.toxenv("default"),
+    )
     if args.routers:
         return run_real_routers(args, given)
     if args.dynamo:

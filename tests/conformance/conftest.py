@@ -49,6 +49,12 @@ def tier_fixes_of(tier: str) -> frozenset[str]:
     return get_target(os.environ.get("HARNESS_TARGET", "main")).fixes[tier]
 
 
+def tier_stream_of(tier: str) -> str:
+    """What the tier's stream is (targets.toml's `streams`): "ancestry" or
+    "holdings" (docs/contract.md, C6 and C7)."""
+    return get_target(os.environ.get("HARNESS_TARGET", "main")).stream(tier)
+
+
 def pytest_collection_modifyitems(config, items):
     missing = [name for name in TREE_VARIABLES if not os.environ.get(name)]
     tier = os.environ.get("HARNESS_TIER", "default")
@@ -109,6 +115,21 @@ class Conformance:
                     name: replay_probes(records[name]) for name in records
                 }
         return self.runs[key]
+
+    def reset_timing(self) -> dict[str, bool]:
+        """Per tree: whether its scheduler publishes a prefix-cache reset's
+        events at once (harness.runs.reset_probe)."""
+        outs = {
+            name: self.scratch / f"{name}-reset-probe.json" for name in self.workers
+        }
+        for name, worker in self.workers.items():
+            worker.submit({"reset_probe": True, "out": str(outs[name])})
+        for worker in self.workers.values():
+            worker.wait()
+        return {
+            name: json.loads(out.read_text())["published_at_reset"]
+            for name, out in outs.items()
+        }
 
     def long_pair(self, config: str) -> dict[str, Run]:
         return self.pair(config, *LONG_WORKLOAD)
@@ -204,6 +225,12 @@ def conformance():
 @pytest.fixture(scope="session")
 def tier_fixes(conformance) -> frozenset[str]:
     return tier_fixes_of(conformance.tier)
+
+
+@pytest.fixture(scope="session")
+def holdings(conformance) -> bool:
+    """The tier's stream is exactly what the pool holds."""
+    return tier_stream_of(conformance.tier) == "holdings"
 
 
 def write_fidelity(write, fidelity) -> None:

@@ -14,7 +14,10 @@ design, each test saying why:
   over-predicts only through ancestry boundaries the series added;
 - a group whose index refused no store never under-predicts, and in
   full-attention groups the patched router never predicts less than the
-  pristine one.
+  pristine one;
+- per config and group, the patched router is exact on at least as many
+  probes as the pristine one and mispredicts no more tokens; where the
+  tier's stream is the pool's holdings, it is exact on every probe.
 """
 
 import pytest
@@ -100,6 +103,61 @@ def test_pristine_never_over_predicts(conformance, config):
         )
     ]
     assert over == [], f"{len(over)} probes, first {over[:1]}"
+
+
+def rows(probe_replay) -> dict[str, object]:
+    """The combined tally and each group's."""
+    found = {"combined": probe_replay.tally()}
+    for group in groups_of(probe_replay):
+        found[f"group {group}"] = probe_replay.tally(group)
+    return found
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_patched_is_never_less_exact_than_pristine(conformance, config):
+    """What a router operator buys the stream for: per config and group, the
+    patched router predicts the served hit exactly at least as often as the
+    pristine one, and its wrong predictions cost no more tokens."""
+    replays = conformance.long_probes(config)
+    pristine, patched = rows(replays["pristine"]), rows(replays["patched"])
+    worse = [
+        (
+            row,
+            before.exact,
+            after.exact,
+            before.mispredicted_tokens,
+            after.mispredicted_tokens,
+        )
+        for row, before in pristine.items()
+        for after in [patched[row]]
+        if after.exact < before.exact
+        or after.mispredicted_tokens > before.mispredicted_tokens
+    ]
+    assert worse == [], f"(row, exact, exact, tokens, tokens): {worse}"
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_holdings_are_exact_and_ancestry_over_predicts_within_a_block(
+    conformance, holdings, config
+):
+    """A stream that announces exactly what the pool holds lets a router that
+    applies vLLM's lookup rules predict the served hit on every probe, in
+    every group (the rules reproduce the lookup: the test above). A stream
+    that adds ancestry over-predicts by less than one cache block of the
+    group (an ancestry boundary lies inside the entry's block), as
+    docs/contract.md states."""
+    probe_replay = conformance.long_probes(config)["patched"]
+    block_sizes = [group.block_size for group in probe_replay.layout.groups]
+    wrong = []
+    for o in probe_replay.outcomes:
+        if holdings:
+            if o.predicted != o.truth:
+                wrong.append((o.op, o.origin, o.truth, o.predicted))
+            continue
+        for group, size in enumerate(block_sizes):
+            if o.predicted.per_group[group] - o.truth.per_group[group] >= size:
+                wrong.append((o.op, o.origin, group, o.truth, o.predicted))
+    assert wrong == [], f"{len(wrong)} probes, first {wrong[:3]}"
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))

@@ -49,12 +49,19 @@ def pytest_configure(config):
 
 def pytest_generate_tests(metafunc):
     """`k4_fixed`: the tiers whose `fixes` include K4; `k4_kept`: the tiers
-    whose `fixes` do not."""
-    fixes = get_target(TARGET).fixes
+    whose `fixes` do not; `holdings_tier` and `ancestry_tier`: the tiers whose
+    `streams` are the pool's holdings, and those that add ancestry."""
+    target = get_target(TARGET)
+    fixes = target.fixes
     if "k4_fixed" in metafunc.fixturenames:
         metafunc.parametrize("k4_fixed", [t for t in fixes if "K4" in fixes[t]])
     if "k4_kept" in metafunc.fixturenames:
         metafunc.parametrize("k4_kept", [t for t in fixes if "K4" not in fixes[t]])
+    for stream in ("holdings", "ancestry"):
+        if f"{stream}_tier" in metafunc.fixturenames:
+            metafunc.parametrize(
+                f"{stream}_tier", [t for t in fixes if target.stream(t) == stream]
+            )
 
 
 @pytest.fixture(scope="session")

@@ -76,7 +76,7 @@ def test_verdict_needs_no_regression_no_failing_addition_and_conformance():
 def test_rendered_verdict_shows_every_column_and_every_listed_test():
     report = {
         "classes": {"K1": {"pristine": 12, "patched": 0}},
-        "rules": {"C1": {"pristine": 827, "patched": 0}, "C9": "not checked"},
+        "rules": {"C1": {"pristine": 827, "patched": 0}, "C10": "not checked"},
     }
     text = verdict(PRISTINE, PATCHED, Conformance("failed", 5, 2, report)).render()
     header, row = text.splitlines()[:2]
@@ -111,7 +111,7 @@ def test_rendered_verdict_shows_every_column_and_every_listed_test():
     assert "  t.py::test_vanished  passed -> missing" in text
     assert "  K1 unreported ancestry: 12 -> 0" in text
     assert "  C1 parent closure: 827 -> 0" in text
-    assert "  C9: not checked" in text
+    assert "  C10: not checked" in text
     assert text.endswith("verdict: FAIL")
 
 

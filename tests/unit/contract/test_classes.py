@@ -6,7 +6,7 @@ from support.events import labelled, removed, stored
 
 from harness.contract.checker import sha256_hash_model
 from harness.contract.classes import CLASSES, RULES, align, replay, wire_differences
-from harness.contract.records import OpRecord, RunEnd, RunStart
+from harness.contract.records import OpRecord, PoolSnapshot, RunEnd, RunStart
 
 HBS = 2
 NONE_HASH = b"\x07" * 32
@@ -60,7 +60,7 @@ def run_of(*ops) -> list:
 
 
 def test_the_classes_and_rules_are_the_registrys():
-    assert CLASSES == ("K1", "K2", "K3", "K4", "K5")
+    assert CLASSES == ("K1", "K2", "K3", "K4", "K5", "K6", "K7")
     assert RULES == ("C1", "C2", "C3", "C4", "C5", "C6")
 
 
@@ -69,6 +69,7 @@ def test_the_classes_and_rules_are_the_registrys():
     [
         ("partial:first@full_attention", stored([H[8]], H[6], tokens=TOKENS[6:]), "K1"),
         ("partial:replace@mamba", stored([H[8]], H[6], tokens=TOKENS[6:]), "K1"),
+        ("partial:first-shared@mamba", stored([H[8]], H[6], tokens=TOKENS[6:]), "K7"),
         ("partial:first-block@full_attention", stored([G[4]], G[2]), "K2"),
         ("partial:promotion@full_attention", stored([H[8]], H[6]), "K3"),
         ("partial:promotion-first-block@mamba", stored([G[4]], G[2]), "K3"),
@@ -77,7 +78,8 @@ def test_the_classes_and_rules_are_the_registrys():
         ("full@sliding_window", stored([5], 3, block_size=4), "K4"),
         ("full@mamba", stored([5, 6], None, tokens=[1, 2, 3]), "K4"),
         ("full@full_attention", stored([5], 3, block_size=4), "C1:full@full_attention"),
-        ("full-unheld-parent@full_attention", stored([5], 3, block_size=4), "K4"),
+        ("full-unheld-parent@full_attention", stored([5], 3, block_size=4), "K6"),
+        ("full-unheld-parent@mamba", stored([5], 3, block_size=4), "K4"),
         ("evict:allocate", removed([42]), "C2:evict:allocate"),
     ],
 )
@@ -109,7 +111,9 @@ ANCESTRY = ("partial:first@full_attention", stored([H[6]], H[4], tokens=TOKENS[4
 ENTRY = ("partial:first@full_attention", stored([H[8]], H[6], tokens=TOKENS[6:]))
 
 
-def test_c7_accepts_ancestry_stores_and_their_removals_of_a_fixed_class():
+def ancestry_pair():
+    """A run whose entry names a boundary no event reported, and the same run
+    with that boundary stored before the entry and removed after it."""
     pristine = replay(
         run_of([(FULL, full_block()), ENTRY], [("evict", removed([H[8]]))])
     )
@@ -119,6 +123,11 @@ def test_c7_accepts_ancestry_stores_and_their_removals_of_a_fixed_class():
             [("evict", removed([H[8]])), ("evict", removed([H[6]]))],
         )
     )
+    return pristine, patched
+
+
+def test_c7_accepts_ancestry_stores_and_their_removals_of_a_fixed_class():
+    pristine, patched = ancestry_pair()
     assert pristine.classes["K1"] == 1 and patched.classes["K1"] == 0
     assert wire_differences(pristine, patched) == []
 
@@ -212,7 +221,7 @@ def test_c7_lets_a_tier_that_fixes_k4_rewrite_a_k4_store():
     pristine = replay(run_of([SKIPPED_FIRST]))
     patched = replay(run_of([SPANNED]))
     assert pristine.classes["K4"] == 1 and patched.findings == []
-    assert wire_differences(pristine, patched, rewrites_k4=True) == []
+    assert wire_differences(pristine, patched, rewrites=frozenset({"K4"})) == []
     assert wire_differences(pristine, patched) == [
         "op 0: pristine events missing or reordered"
     ]
@@ -222,7 +231,7 @@ def test_c7_lets_no_tier_rewrite_a_store_outside_k4():
     pristine = replay(run_of([(FULL, full_block()), ENTRY]))
     spanned_entry = stored([H[8]], H[4], block_size=4, tokens=TOKENS[4:])
     patched = replay(run_of([(FULL, full_block()), (ENTRY[0], spanned_entry)]))
-    assert wire_differences(pristine, patched, rewrites_k4=True) == [
+    assert wire_differences(pristine, patched, rewrites=frozenset({"K4"})) == [
         "op 0: pristine events missing or reordered"
     ]
 
@@ -230,7 +239,7 @@ def test_c7_lets_no_tier_rewrite_a_store_outside_k4():
 def test_c7_refuses_a_rewrite_that_drops_a_hash():
     pristine = replay(run_of([SKIPPED_FIRST]))
     patched = replay(run_of([]))
-    assert wire_differences(pristine, patched, rewrites_k4=True) == [
+    assert wire_differences(pristine, patched, rewrites=frozenset({"K4"})) == [
         "op 0: a rewritten pristine store's hash is not stored"
     ]
 
@@ -245,7 +254,7 @@ def test_c7_lets_a_tier_that_fixes_k4_span_a_chain_back():
     pristine = replay(run_of([entry]))
     patched = replay(run_of([span, entry]))
     assert pristine.classes["K4"] == 1 and patched.findings == []
-    assert wire_differences(pristine, patched, rewrites_k4=True) == []
+    assert wire_differences(pristine, patched, rewrites=frozenset({"K4"})) == []
     assert wire_differences(pristine, patched) == [
         f"op 0 ({label}): added store is not an ancestry store"
     ]
@@ -258,7 +267,7 @@ def test_c7_never_lets_a_tier_drop_a_pristine_removal():
     again = (label, full_block())
     pristine = replay(run_of([(FULL, full_block())], [(label, removed([H[4]])), again]))
     patched = replay(run_of([(FULL, full_block())], [again]))
-    assert wire_differences(pristine, patched, rewrites_k4=True) == [
+    assert wire_differences(pristine, patched, rewrites=frozenset({"K4"})) == [
         "op 1: pristine events missing or reordered"
     ]
 
@@ -274,3 +283,34 @@ def test_align_matches_in_order_and_skips_only_optional_events():
     relabelled = [("other", b"a"), ("s", b"b"), ("r", b"c")]
     assert align(pristine, relabelled, key=tuple) is None
     assert align(pristine, relabelled, key=lambda event: event[1]) == [0, 1, 2]
+
+
+# The entry stored from its cache block's start (H4, which the pool holds):
+# the stream of a tier whose stream is the pool's holdings.
+HELD_ENTRY = (ENTRY[0], stored([H[8]], H[4], block_size=4, tokens=TOKENS[4:]))
+
+
+def test_c7_lets_a_holdings_tier_rewrite_a_partial_entry_store():
+    pristine = replay(run_of([(FULL, full_block()), ENTRY]))
+    patched = replay(run_of([(FULL, full_block()), HELD_ENTRY]))
+    assert pristine.classes["K1"] == 1 and patched.findings == []
+    assert wire_differences(pristine, patched, holdings=True) == []
+    assert wire_differences(pristine, patched) == [
+        "op 0: pristine events missing or reordered"
+    ]
+
+
+def test_c7_lets_a_holdings_tier_add_no_ancestry():
+    pristine, patched = ancestry_pair()
+    assert wire_differences(pristine, patched) == []
+    assert wire_differences(pristine, patched, holdings=True) == [
+        f"op 0 ({ANCESTRY[0]}): added BlockStored is no rewritten pristine store",
+        "op 1 (evict): added BlockRemoved is no rewritten pristine store",
+    ]
+
+
+def test_unheld_live_lists_what_the_stream_holds_and_the_pool_does_not():
+    records = run_of([(FULL, full_block()), ANCESTRY, ENTRY])
+    snapshot = PoolSnapshot(op=0, held={0: [H[4], H[8]]})
+    run = replay([*records[:-1], snapshot, records[-1]])
+    assert run.unheld_live == [frozenset({(("GPU", 0), H[6])})]

@@ -1,6 +1,7 @@
 """An engine session's capture judged, on hand-built streams (no engine)."""
 
 import msgspec
+import pytest
 from support.events import cleared, payload, removed, stored
 
 from harness.contract.records import ServedRequest
@@ -92,14 +93,19 @@ def served(sent, cached):
     return ServedRequest("shared", REQUEST, HASHES, sent, cached)
 
 
-def test_each_request_is_predicted_from_the_batches_published_before_it():
+def first_blocks():
+    """A payload storing the request's first cache block in both groups."""
     block = {"block_size": BLOCK_SIZE}
+    return payload(
+        stored([4], None, **block, **ATTENTION),
+        stored([4], None, **block, **MAMBA),
+    )
+
+
+def test_each_request_is_predicted_from_the_batches_published_before_it():
     report = judge(
         session(
-            payload(
-                stored([4], None, **block, **ATTENTION),
-                stored([4], None, **block, **MAMBA),
-            ),
+            first_blocks(),
             # The partial entry at 160, in both groups, after the first request.
             payload(
                 stored([5], 4, block_size=HBS, **ATTENTION),
@@ -130,3 +136,40 @@ def test_a_hybrid_hit_needs_every_group():
     )
     # Attention serves 160, the Mamba state is cached at 128 only.
     assert report.predictions == [("shared", 128, 128)]
+
+
+def reset(sent):
+    return ServedRequest("reset", [], [], sent, 0)
+
+
+@pytest.mark.parametrize(("cleared_at", "late"), [(2.5, 0), (3.5, 1)])
+def test_a_reset_is_late_when_its_clear_follows_the_next_request(cleared_at, late):
+    """The clear must reach the stream between the reset and the request
+    sent after it; until it does, the router still holds the old blocks."""
+    report = judge(
+        session(
+            first_blocks(),
+            payload(cleared(), ts=cleared_at),
+            requests=[reset(sent=2.0), served(sent=3.0, cached=0)],
+        )
+    )
+    assert (report.resets, report.late_resets) == (1, late)
+    assert report.after_reset == [0]
+    assert report.predictions == [("shared", 128 if late else 0, 0)]
+
+
+def test_an_unreported_parent_inside_the_first_block_is_counted_apart():
+    # HASHES[2] ends at 96 tokens, inside the first cache block; HASHES[5]
+    # at 192, past it. Both stores name a parent no event reported.
+    report = judge(
+        session(
+            payload(
+                stored([HASHES[3]], None, block_size=BLOCK_SIZE, **MAMBA),
+                stored([HASHES[2]], 9, block_size=HBS, **ATTENTION),
+                stored([HASHES[5]], 8, block_size=HBS, **ATTENTION),
+            ),
+            requests=[served(sent=2.0, cached=0)],
+        )
+    )
+    assert [v.hashes[-1] for v in report.unreported_parent] == [HASHES[5]]
+    assert report.first_block_unreported == {"group 1 (full_attention)": 1}
