@@ -72,9 +72,39 @@ def _comparison(sub: Submission) -> list[str]:
         "with #44488 and #58121 re-implemented from their descriptions:",
         "",
         *upstream_designs.table(
-            sub.upstream, sub.tier, "reported boundaries (this change)", "-"
+            sub.upstream, sub.tier, ROW[sub.target.stream(sub.tier)], "-"
         ),
     ]
+
+
+# How the comment puts this change, by what the tier's stream is.
+APPROACH = {
+    "ancestry": (
+        "the pool reports the skipped boundaries as ordinary `BlockStored` "
+        "events at the hash block size, then the entry's store unchanged, and "
+        "removes the boundaries right after it, so the consumers that read "
+        "the stream today place the entry with no change and hold nothing the "
+        "pool does not; in exchange the stream carries more events."
+    ),
+    "holdings": (
+        "the partial entry's own `BlockStored` spans from its cache block's "
+        "start, under the hash that ends there (`block_size` is the span), "
+        "so its parent is a hash the pool holds and no boundary that no "
+        "lookup ends at is announced; consumers that read the stream today "
+        "place it with no change, and a router predicts exactly the hits the "
+        "engine serves. In exchange three upstream tests that pin the old "
+        "event shape change, and the store carries the tokens from its block "
+        "start."
+    ),
+}
+ROW = {
+    "ancestry": "reported boundaries (this change)",
+    "holdings": "entries stored from their block start (this change)",
+}
+CHOICE = {
+    "ancestry": "reported boundaries",
+    "holdings": "the entry stored from its cache block's start",
+}
 
 
 def issue_comment(sub: Submission) -> str:
@@ -91,12 +121,7 @@ def issue_comment(sub: Submission) -> str:
         "only hash a consumer indexes and describes the skipped boundaries in "
         "new optional fields (`skipped_parent_block_hash`, `skipped_token_ids`, "
         "`skipped_extra_keys`), which a consumer must read to place the entry.",
-        "- The alternative I have: the pool reports the skipped boundaries as "
-        "ordinary `BlockStored` events at the hash block size and removes them "
-        "once no cached entry leads through them, so the consumers that read "
-        "the stream today place the entry with no change; in exchange a router "
-        "also sees boundaries the engine cannot serve as a hit, and the stream "
-        "carries more events.",
+        f"- The alternative I have: {APPROACH[sub.target.stream(sub.tier)]}",
         "",
         *_comparison(sub),
     ]
@@ -105,7 +130,8 @@ def issue_comment(sub: Submission) -> str:
     lines += [
         "",
         f"Which would you take for {release} and main: the `skipped_*` fields "
-        f"(#44488 + #{ALTERNATIVE}), or reported boundaries? If the latter, "
+        f"(#44488 + #{ALTERNATIVE}), or {CHOICE[sub.target.stream(sub.tier)]}? "
+        "If the latter, "
         f"the change is {sub.count} commit(s):",
         "",
         *_commits(sub),

@@ -484,3 +484,16 @@ def test_the_comment_and_the_rfc_quote_the_same_measurements(tmp_path):
     assert "This change makes every parent the stream names one it holds" in rfc
     assert "This PR" not in rfc
     assert "282 changed lines outside `tests/` (`git diff --numstat`)" in rfc
+
+
+@pytest.mark.parametrize("stream", ["ancestry", "holdings"])
+def test_the_comment_says_what_this_change_emits_for_the_tiers_stream(tmp_path, stream):
+    sub = full_submission(tmp_path)
+    sub = replace(sub, target=replace(sub.target, streams={"default": stream}))
+    comment = discussion.issue_comment(sub)
+    holdings = stream == "holdings"
+    assert ("spans from its cache block's start" in comment) is holdings
+    assert ("removes the boundaries right after it" in comment) is not holdings
+    assert (
+        "entries stored from their block start (this change)" in comment
+    ) is holdings
