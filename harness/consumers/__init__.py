@@ -6,7 +6,11 @@
   stream applied to a fresh consumer, rejections counted per cause;
 - `fidelity`: the same workloads with probe requests, the hits a router
   predicts from each stream against the engine's own (the reference router
-  of harness.contract.router, and Dynamo's tree).
+  of harness.contract.router, and Dynamo's tree);
+- `real_routers`: the same probes asked of real routers through their own
+  code (`dynamo_relay`: Dynamo's relay and indexer; `vllm_router`:
+  vllm-router's kv_aware), the streams replayed by `publisher`;
+  `engine_routers`: the same routers subscribed to a real engine.
 """
 
 # The report's plan: the seed example, then each workload config with seeds
@@ -15,3 +19,6 @@ DEFAULT_SEEDS = 3
 DEFAULT_OPS = 300
 # Probe requests per quiet point for the router-fidelity table.
 DEFAULT_PROBES = 4
+# The real routers (harness.consumers.real_routers.ROUTERS), named here so
+# that a verb's --help imports nothing.
+ROUTER_NAMES = ("dynamo", "vllm-router")

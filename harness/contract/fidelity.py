@@ -17,6 +17,7 @@ router misses a hit the engine would have served). `Tally` counts them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from harness.contract.records import (
@@ -71,6 +72,14 @@ class Tally:
         else:
             self.under += 1
             self.under_tokens += truth - predicted
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[int, int]]) -> Tally:
+        """The tally of (predicted, truth) pairs."""
+        tally = cls()
+        for predicted, truth in pairs:
+            tally.add(predicted, truth)
+        return tally
 
     def merge(self, other: Tally) -> None:
         for name in self.__dataclass_fields__:
@@ -150,15 +159,14 @@ class ProbeReplay:
 
     def tally(self, group: int | None = None) -> Tally:
         """Combined (``group`` None) or one group's predictions."""
-        tally = Tally()
-        for outcome in self.outcomes:
-            if group is None:
-                tally.add(outcome.predicted.combined, outcome.truth.combined)
-            else:
-                tally.add(
-                    outcome.predicted.per_group[group], outcome.truth.per_group[group]
-                )
-        return tally
+        if group is None:
+            return Tally.of(
+                (o.predicted.combined, o.truth.combined) for o in self.outcomes
+            )
+        return Tally.of(
+            (o.predicted.per_group[group], o.truth.per_group[group])
+            for o in self.outcomes
+        )
 
 
 def unheld_hashes(

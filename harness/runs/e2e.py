@@ -21,8 +21,10 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.errors import E2EError, OutputError
 from harness.log import progress
@@ -32,7 +34,7 @@ from harness.runs.provenance import provenance
 from harness.runs.session import SESSION_BUDGET_S, probe_dtype, run_session
 from harness.series.installation import installed_series, read_receipt
 from harness.series.overlay import Overlay, prepare_overlay
-from harness.targets import get_target
+from harness.targets import Target, get_target
 from harness.trees.installed import check_release, locate
 
 TIERS = ("default", "strict")
@@ -95,15 +97,23 @@ class EndToEnd:
         }
 
 
-def end_to_end(
-    target: str = DEFAULT_TARGET,
-    dtype: str = DEFAULT_DTYPE,
-    seed: int = 0,
-    budget_s: float = SESSION_BUDGET_S,
-) -> EndToEnd:
-    """Build the model, run a session on the installed package, then one with
-    each tier installed; take each off after its session."""
-    started = time.monotonic()
+@dataclass
+class TierRuns:
+    """`each_tier`'s outcome: a session's result by label, "pristine" first."""
+
+    pins: Target
+    engine: str  # the installed distribution and its version
+    dtype: str  # the one the engine ran
+    overlays: dict[str, Overlay]
+    results: dict[str, Any]
+
+
+def each_tier(
+    target: str, dtype: str, session: Callable[[str, Path, str], Any]
+) -> TierRuns:
+    """Build the model; ``session(label, model, dtype)`` on the installed
+    package as released, then with each tier installed, taken off after its
+    session."""
     pins = get_target(target)
     located = locate(sys.executable)  # before any work: vllm, and which one
     check_release(pins, located.dist)
@@ -117,23 +127,43 @@ def end_to_end(
     if (runnable := probe_dtype(dtype)) != dtype:
         progress(f"e2e: the installed engine cannot run {dtype} here; {runnable}")
         dtype = runnable
-    patched = {}
+    results = {}
     with tempfile.TemporaryDirectory() as scratch:
         model = build_model(Path(scratch) / "model")
-        before = run_session("pristine", model, dtype, seed, budget_s)
+        results["pristine"] = session("pristine", model, dtype)
         for tier, overlay in overlays.items():
             with installed_series(located, pins, overlay):
-                patched[tier] = judge(run_session(tier, model, dtype, seed, budget_s))
+                results[tier] = session(tier, model, dtype)
+    engine = f"{located.dist.name} {located.dist.version}"
+    return TierRuns(pins, engine, dtype, overlays, results)
+
+
+def end_to_end(
+    target: str = DEFAULT_TARGET,
+    dtype: str = DEFAULT_DTYPE,
+    seed: int = 0,
+    budget_s: float = SESSION_BUDGET_S,
+) -> EndToEnd:
+    """Build the model, run a session on the installed package, then one with
+    each tier installed; take each off after its session."""
+    started = time.monotonic()
+    runs = each_tier(
+        target,
+        dtype,
+        lambda label, model, dtype: run_session(label, model, dtype, seed, budget_s),
+    )
+    reports = {label: judge(session) for label, session in runs.results.items()}
+    pristine = reports.pop("pristine")
     return EndToEnd(
         target=target,
-        engine=f"{located.dist.name} {located.dist.version}",
-        fixes=pins.fixes,
-        pristine=judge(before),
-        patched=patched,
-        overlays=overlays,
+        engine=runs.engine,
+        fixes=runs.pins.fixes,
+        pristine=pristine,
+        patched=reports,
+        overlays=runs.overlays,
         wall_s=time.monotonic() - started,
         seed=seed,
-        dtype=dtype,
+        dtype=runs.dtype,
     )
 
 

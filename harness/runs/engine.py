@@ -204,12 +204,39 @@ def request_hasher(llm) -> Callable[[list[int]], list]:
     return hashes
 
 
+def request_gate(endpoint: str) -> Callable[[int, str, list[int]], None]:
+    """Asks before each request: sends ``[number, phase, token ids]``
+    (msgpack) on a REQ socket connected to ``endpoint`` and waits for the
+    answer, ``go`` or ``stop`` (E2EError). harness.consumers.engine_routers
+    asks the routers subscribed to the stream what they predict meanwhile."""
+    import msgpack
+    import zmq
+
+    socket = zmq.Context.instance().socket(zmq.REQ)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(endpoint)
+
+    def ask(number: int, phase: str, tokens: list[int]) -> None:
+        socket.send(msgpack.packb([number, phase, tokens]))
+        if socket.recv() != b"go":
+            raise E2EError(f"the request gate stopped the session at prompt {number}")
+
+    return ask
+
+
 def engine_session(
-    model: Path, endpoint: str, dtype: str, seed: int, requests_out: Path | None = None
+    model: Path,
+    endpoint: str,
+    dtype: str,
+    seed: int,
+    requests_out: Path | None = None,
+    gate: str | None = None,
+    topic: str = "kv",
 ) -> None:
     """The prompts of SESSION_PLAN; the engine is shut down on every path.
     Each request is written to ``requests_out`` (a record file) as it
-    completes."""
+    completes; with ``gate``, each waits for `request_gate` first. The
+    events go out under ``topic``."""
     from vllm import LLM, SamplingParams
     from vllm.config import KVEventsConfig
     from vllm.inputs import TokensPrompt
@@ -231,7 +258,7 @@ def engine_session(
             enable_kv_cache_events=True,
             publisher="zmq",
             endpoint=endpoint,
-            topic="kv",
+            topic=topic,
         ),
     )
     from harness.contract.records import ServedRequest, encode_record
@@ -239,6 +266,7 @@ def engine_session(
     log = requests_out.open("wb") if requests_out is not None else None
     try:
         hashes = request_hasher(llm)
+        ask = request_gate(gate) if gate is not None else None
         sampling = SamplingParams(max_tokens=1, temperature=0.0)
         for number, (phase, tokens) in enumerate(session_prompts(seed)):
             sent = time.time()  # the clock of the events' batch timestamps
@@ -248,6 +276,9 @@ def engine_session(
                 if log is not None:
                     log.write(encode_record(ServedRequest(phase, [], [], sent, 0)))
                 continue
+            if gate is not None:
+                ask(number, phase, tokens)
+                sent = time.time()  # after the gate: the request goes now
             [output] = llm.generate([TokensPrompt(prompt_token_ids=tokens)], sampling)
             if log is not None:
                 served = ServedRequest(

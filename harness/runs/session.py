@@ -153,46 +153,76 @@ def probe_dtype(dtype: str) -> str:
     return words[-1]
 
 
+def engine_command(
+    model: Path, endpoint: str, dtype: str, seed: int, requests: Path
+) -> list[str]:
+    """The engine session's command (``python -m harness e2e engine``)."""
+    return [
+        sys.executable, "-m", "harness", "e2e", "engine", "--model", str(model),
+        "--endpoint", endpoint, "--dtype", dtype, "--seed", str(seed),
+        "--requests", str(requests),
+    ]  # fmt: skip
+
+
+class EngineProcess:
+    """An engine session's process in a process group of its own, its
+    output to ``log``. Leaving the ``with`` block takes its exit status
+    (None while it still runs: killed at the time budget) and the `ps` lines
+    of its group once the leader had exited, then kills the group and takes
+    what survived."""
+
+    def __init__(self, command: list[str], log: Path):
+        self.command = command
+        self.log = log
+        self.returncode: int | None = None
+        self.outlived: list[str] = []
+        self.survivors: list[str] = []
+
+    def __enter__(self) -> EngineProcess:
+        with self.log.open("w") as log_file:
+            self.process = subprocess.Popen(
+                self.command,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=engine_env(),
+                start_new_session=True,
+            )
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        try:
+            self.returncode = self.process.poll()
+            if self.returncode is not None:
+                self.outlived = group_processes(self.process.pid)
+        finally:
+            self.survivors = kill_group(self.process.pid)
+            self.process.wait()
+
+    def log_tail(self) -> str:
+        return "\n".join(self.log.read_text().splitlines()[-30:])
+
+
 def run_session(
     label: str, model: Path, dtype: str, seed: int, budget_s: float
 ) -> Session:
     """Run an engine session in its own process group while capturing its
     KV events; kill whatever is left of the group at the end."""
     endpoint = f"tcp://127.0.0.1:{free_port()}"
-    command = [sys.executable, "-m", "harness", "e2e", "engine"]
-    command += ["--model", str(model), "--endpoint", endpoint]
-    command += ["--dtype", dtype, "--seed", str(seed)]
     with tempfile.TemporaryDirectory() as scratch:
-        log = Path(scratch) / "engine.log"
         requests = Path(scratch) / "requests.rec"
-        command += ["--requests", str(requests)]
+        command = engine_command(model, endpoint, dtype, seed, requests)
         started = time.monotonic()
-        with log.open("w") as log_file:
-            engine = subprocess.Popen(
-                command,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                env=engine_env(),
-                start_new_session=True,
-            )
-        progress(f"e2e: {label} engine session started (pid {engine.pid})")
-        outlived: list[str] = []
-        try:
-            payloads = capture_until_quiet(endpoint, engine, started + budget_s)
-            returncode = engine.poll()
-            if returncode is not None:
-                outlived = group_processes(engine.pid)
-        finally:
-            survivors = kill_group(engine.pid)
-            engine.wait()
+        with EngineProcess(command, Path(scratch) / "engine.log") as engine:
+            progress(f"e2e: {label} engine session started (pid {engine.process.pid})")
+            payloads = capture_until_quiet(endpoint, engine.process, started + budget_s)
         return Session(
             label=label,
             payloads=payloads,
             wall_s=time.monotonic() - started,
-            returncode=returncode,
-            outlived_leader=outlived,
-            survivors=survivors,
-            log_tail="\n".join(log.read_text().splitlines()[-30:]),
+            returncode=engine.returncode,
+            outlived_leader=engine.outlived,
+            survivors=engine.survivors,
+            log_tail=engine.log_tail(),
             requests=served_requests(requests),
         )
 

@@ -22,7 +22,7 @@ VLLM_REQUIREMENTS = ("torch", "transformers", "msgspec", "tblib", "pytest_asynci
 EXTRAS = {
     "verdict": ("pytest", "xdist"),
     "capture": ("zmq",),
-    "consumers": ("dynamo",),
+    "consumers": ("dynamo", "vllm_router", "zmq"),
     "e2e": ("packaging",),
 }
 

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from harness.consumers import ROUTER_NAMES
 from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET
 from harness.targets import WHEELS
 from harness.verbs import COST
@@ -57,6 +58,36 @@ def register(parser) -> None:
         "reports/e2e-TARGET.json in the cache directory)",
     )
     check.set_defaults(run=run)
+    routers = commands.add_parser(
+        "routers",
+        help="pristine, default-tier and strict-tier sessions with real "
+        "routers subscribed to the engine, each request asked of them first: "
+        "their predicted hits against the engine's (the consumers extra; "
+        "docs/consumers.md)",
+    )
+    routers.add_argument(
+        "--target", default=DEFAULT_TARGET, help=f"default {DEFAULT_TARGET}"
+    )
+    routers.add_argument(
+        "--dtype", default=DEFAULT_DTYPE, help=f"default {DEFAULT_DTYPE}"
+    )
+    routers.add_argument("--seed", type=int, default=0)
+    routers.add_argument(
+        "--router",
+        dest="routers",
+        action="append",
+        choices=ROUTER_NAMES,
+        help="repeat for several (default: every one)",
+    )
+    routers.set_defaults(run=run_routers)
+    relay = commands.add_parser(
+        "dynamo-relay",
+        help="Dynamo's relay and indexer on an engine's publisher, answering "
+        "on stdin (internal)",
+    )
+    relay.add_argument("--endpoint", required=True)
+    relay.add_argument("--block-size", type=int, required=True)
+    relay.set_defaults(run=dynamo_relay)
     engine = commands.add_parser("engine", help="one engine session (internal)")
     engine.add_argument("--model", type=Path, required=True)
     engine.add_argument("--endpoint", required=True)
@@ -65,6 +96,10 @@ def register(parser) -> None:
     engine.add_argument(
         "--requests", type=Path, help="write each request served (a record file)"
     )
+    engine.add_argument(
+        "--gate", help="a REQ endpoint asked before each request (internal)"
+    )
+    engine.add_argument("--topic", default="kv", help="the events' topic (internal)")
     engine.set_defaults(run=engine_session)
     dtype = commands.add_parser(
         "engine-dtype",
@@ -92,18 +127,25 @@ def install(args) -> int:
     return 0
 
 
-def run(args) -> int:
-    from harness import cache
+def require_engine(target: str, *extras: str) -> None:
+    """The extras named, then an installed vllm, or one line saying what is
+    missing (harness.trees.preflight)."""
     from harness.errors import E2EError
-    from harness.runs.e2e import check_report_path, end_to_end, write_report
-    from harness.trees.preflight import missing, require_extra
+    from harness.trees.preflight import extra, missing, require
 
-    require_extra("capture", "e2e")
+    require(*(extra(name) for name in extras), toxenv="e2e")
     if missing(["vllm"]):
         raise E2EError(
             f"vllm is not installed here; run `python -m harness e2e install "
-            f"--target {args.target}` first, or use `tox -e e2e`"
+            f"--target {target}` first, or use `tox -e e2e`"
         )
+
+
+def run(args) -> int:
+    from harness import cache
+    from harness.runs.e2e import check_report_path, end_to_end, write_report
+
+    require_engine(args.target, "capture")
     report = args.report or cache.e2e_report(args.target)
     check_report_path(report)
     outcome = end_to_end(args.target, args.dtype, args.seed)
@@ -113,10 +155,39 @@ def run(args) -> int:
     return 0
 
 
+def run_routers(args) -> int:
+    from harness.consumers.engine_routers import render_requests, routers_end_to_end
+    from harness.consumers.real_routers import render
+
+    require_engine(args.target, "capture", "consumers")
+    outcome = routers_end_to_end(
+        args.target, args.dtype, args.routers or ROUTER_NAMES, args.seed
+    )
+    print(render(outcome.table()))
+    for session in outcome.sessions.values():
+        print(render_requests(session) + "\n")
+    print(f"end to end, routers subscribed: {outcome.wall_s:.0f} s")
+    return 0
+
+
+def dynamo_relay(args) -> int:
+    from harness.consumers.dynamo_process import serve_relay
+
+    return serve_relay(args.endpoint, args.block_size)
+
+
 def engine_session(args) -> int:
     from harness.runs.engine import engine_session
 
-    engine_session(args.model, args.endpoint, args.dtype, args.seed, args.requests)
+    engine_session(
+        args.model,
+        args.endpoint,
+        args.dtype,
+        args.seed,
+        args.requests,
+        args.gate,
+        args.topic,
+    )
     return 0
 
 

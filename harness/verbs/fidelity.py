@@ -3,7 +3,12 @@ engine's hits, pristine against patched."""
 
 from pathlib import Path
 
-from harness.consumers import DEFAULT_OPS, DEFAULT_PROBES, DEFAULT_SEEDS
+from harness.consumers import (
+    DEFAULT_OPS,
+    DEFAULT_PROBES,
+    DEFAULT_SEEDS,
+    ROUTER_NAMES,
+)
 from harness.runs.drivers import CONFIGS
 from harness.targets import TIERS
 from harness.verbs import COST, add_target_arguments
@@ -50,6 +55,15 @@ def register(parser) -> None:
     parser.add_argument(
         "--dynamo", action="store_true", help="also Dynamo's RadixTree's predictions"
     )
+    parser.add_argument(
+        "--router",
+        dest="routers",
+        action="append",
+        choices=ROUTER_NAMES,
+        help="instead, replay each stream into this real router, at the hash "
+        "and each cache block size (Dynamo's relay and indexer, vllm-router's "
+        "kv_aware; the consumers extra); repeat for several",
+    )
     parser.set_defaults(run=run, usage_error=parser.error)
 
 
@@ -88,11 +102,14 @@ def run(args) -> int:
         args.usage_error("--seeds, --ops and --probes take a positive number")
     given = given_trees(args)
     target = get_target(args.target)
+    consumers = args.dynamo or bool(args.routers)
     require(
         vllm_requirements(target.name),
-        extra("consumers") if args.dynamo else None,
-        toxenv="consumers" if args.dynamo else target.toxenv("default"),
+        extra("consumers") if consumers else None,
+        toxenv="consumers" if consumers else target.toxenv("default"),
     )
+    if args.routers:
+        return run_real_routers(args, given)
     if args.dynamo:
         dynamo_core()
     table = measure(
@@ -102,6 +119,21 @@ def run(args) -> int:
         args.ops,
         args.probes,
         args.dynamo,
+    )
+    print(render(table))
+    return 0
+
+
+def run_real_routers(args, given: dict[str, Path]) -> int:
+    from harness.consumers.real_routers import measure_routers, render
+
+    table = measure_routers(
+        named_trees(args, given),
+        args.configs or list(CONFIGS),
+        args.seeds,
+        args.ops,
+        dict.fromkeys(args.routers),
+        args.probes,
     )
     print(render(table))
     return 0

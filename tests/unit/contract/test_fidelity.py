@@ -2,31 +2,15 @@
 snapshots, and the tally of exact, over- and under-predictions."""
 
 import pytest
-from support.events import labelled, removed, run_start, stored
+from support.events import removed, stored
+from support.probes import SETUP, START, H, op, probe
 
 from harness.contract.fidelity import Tally, replay_probes, verdict
 from harness.contract.records import (
-    OpRecord,
     PoolSnapshot,
-    Probe,
     ProbeRecord,
-    ProbeSetup,
 )
 from harness.contract.router import Prediction
-
-# A pool of blocks of 6 tokens hashed every 2 (pool-2x6): hash i ends at
-# token 2 * (i + 1).
-H = [100 + index for index in range(9)]
-START = run_start(seed=0, ops=2)
-SETUP = ProbeSetup(probes_per_op=1, seed=0, alignment=2, sliding_windows=[None])
-
-
-def probe(num_tokens, hit, origin="prompt"):
-    return Probe(origin, list(range(num_tokens)), H[: num_tokens // 2], hit, [hit])
-
-
-def op(index, *events):
-    return OpRecord(index, "new", [labelled("full@full_attention", e) for e in events])
 
 
 def test_tally_counts_exact_over_and_under_with_their_tokens():

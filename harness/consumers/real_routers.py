@@ -1,0 +1,219 @@
+"""Real routers measured by one loop: the `fidelity --router` table.
+
+Each seeded workload run with probes (harness.consumers.fidelity's
+`probe_runs`, every tree of a target) is replayed, by
+harness.contract.routers' `measure`, into the reference router and into
+each real router asked for, once per router block size an operator would
+choose: the hash block size and each group's cache block size
+(`block_sizes`). A real router gets a fresh local publisher
+(harness.consumers.publisher) replaying the run's recorded stream, and a
+fresh instance of itself. The table counts exact, over- and under-predicted
+requests (mean tokens) per config, tree, router and block size; the ledger
+what each router used and dropped of the stream, by its own reasons.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.consumers import DEFAULT_PROBES
+from harness.consumers.fidelity import probe_runs
+from harness.consumers.publisher import StreamPublisher
+from harness.contract.fidelity import CELL_HEADERS, Tally
+from harness.contract.records import RunStart
+from harness.contract.routers import (
+    RouterRun,
+    measure,
+    reference_router,
+    run_layout,
+)
+
+REFERENCE = "reference"
+
+
+def imported(module: str, name: str):
+    """A factory(source, block size) of ``module``'s `Router` class
+    ``name``, imported when first called (the routers' wheels are the
+    consumers extra)."""
+
+    def make(source, block_size: int):
+        return getattr(importlib.import_module(module), name)(source, block_size)
+
+    return make
+
+
+# name -> factory(stream source, block size) of a `Router` with close()
+ROUTERS = {
+    "dynamo": imported("harness.consumers.dynamo_relay", "DynamoRelay"),
+    "vllm-router": imported("harness.consumers.vllm_router", "VllmRouter"),
+}
+
+
+def block_sizes(start: RunStart) -> dict[int, str]:
+    """Router block size -> what it is of the engine's: the hash block, and
+    each group's cache block."""
+    named: dict[int, list[str]] = {start.hash_block_size: ["hash block"]}
+    for group, size in enumerate(start.block_sizes):
+        named.setdefault(size, []).append(f"group {group} block")
+    return {size: ", ".join(names) for size, names in sorted(named.items())}
+
+
+def choice(size: int, start: RunStart) -> str:
+    """'hash' or 'cache': which block a router block size is."""
+    return "hash" if size == start.hash_block_size else "cache"
+
+
+def run_real_router(name: str, records, block_size: int) -> RouterRun:
+    with StreamPublisher() as publisher:
+        router = ROUTERS[name](publisher, block_size)
+        try:
+            return measure(records, router)
+        finally:
+            router.close()
+
+
+@dataclass
+class Cell:
+    """One (config, tree, router, block size) over its seeds."""
+
+    tally: Tally = field(default_factory=Tally)
+    ledger: Counter = field(default_factory=Counter)
+    events: int = 0
+    batches: int = 0
+    runs: list[RouterRun] = field(default_factory=list)
+
+    def add(self, run: RouterRun) -> None:
+        self.tally.merge(run.tally())
+        self.ledger.update(run.ledger)
+        self.events += run.events
+        self.batches += run.batches
+        self.runs.append(run)
+
+
+@dataclass
+class RoutersTable:
+    seeds: int
+    ops: int
+    probes: int
+    # (config, tree, router, block size, 'hash'|'cache'|'') -> Cell
+    cells: dict[tuple[str, str, str, int, str], Cell] = field(default_factory=dict)
+    caption: str | None = None  # the table's first line, when not the default
+
+    def add(self, config, tree, router, size, kind, run: RouterRun) -> None:
+        self.cells.setdefault((config, tree, router, size, kind), Cell()).add(run)
+
+    def totals(self) -> dict[tuple[str, str, str], Cell]:
+        """(router, block choice, tree) -> every config together."""
+        found: dict[tuple[str, str, str], Cell] = {}
+        for (_, tree, router, _, kind), cell in self.cells.items():
+            total = found.setdefault((router, kind, tree), Cell())
+            total.tally.merge(cell.tally)
+            total.ledger.update(cell.ledger)
+            total.events += cell.events
+            total.batches += cell.batches
+        return found
+
+
+def measure_routers(
+    trees: dict[str, Path],
+    configs: Iterable[str],
+    seeds: int,
+    ops: int,
+    routers: Iterable[str],
+    probes: int = DEFAULT_PROBES,
+) -> RoutersTable:
+    table = RoutersTable(seeds, ops, probes)
+    routers = list(routers)
+    for config, tree, records, _ in probe_runs(trees, configs, seeds, ops, probes):
+        start, _ = run_layout(records)
+        table.add(
+            config, tree, REFERENCE, 0, "", measure(records, reference_router(records))
+        )
+        for name in routers:
+            for size in block_sizes(start):
+                run = run_real_router(name, records, size)
+                table.add(config, tree, name, size, choice(size, start), run)
+    return table
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def render(table: RoutersTable) -> str:
+    headers = ["config", "tree", "router", "block size", *CELL_HEADERS]
+    caption = table.caption or (
+        f"Real routers: {table.seeds} seeds x {table.ops} operations per config, "
+        f"{table.probes} probes per quiet point, predictions bounded by "
+        "num_tokens - 1 at the alignment. over/under: probes (mean tokens)."
+    )
+    lines = [
+        caption,
+        "",
+        _row(headers),
+        _row(["---"] * 4 + ["---:"] * len(CELL_HEADERS)),
+    ]
+    for (config, tree, router, size, kind), cell in table.cells.items():
+        label = f"{size} ({kind})" if size else "-"
+        lines.append(_row([f"`{config}`", tree, router, label, *cell.tally.cells()]))
+    for (router, kind, tree), cell in table.totals().items():
+        label = f"{kind} block" if kind else "-"
+        lines.append(_row(["**all**", tree, router, label, *cell.tally.cells()]))
+    lines += ["", render_ledgers(table)]
+    return "\n".join(lines)
+
+
+def render_ledgers(table: RoutersTable) -> str:
+    """Per router and block choice: what it used and dropped, per tree."""
+    totals = table.totals()
+    lines = []
+    for router, kind in dict.fromkeys((r, k) for r, k, _ in totals):
+        trees = [tree for r, k, tree in totals if (r, k) == (router, kind)]
+        ledgers = {tree: totals[router, kind, tree].ledger for tree in trees}
+        names = sorted({name for ledger in ledgers.values() for name in ledger})
+        title = f"{router}, {kind} block size" if kind else router
+        lines += [f"{title}: its own counts, every config together", ""]
+        lines += [_row(["count", *trees]), _row(["---"] + ["---:"] * len(trees))]
+        events = [str(totals[router, kind, tree].events) for tree in trees]
+        lines.append(_row(["events published", *events]))
+        for name in names:
+            lines.append(_row([name, *(str(ledgers[t][name]) for t in trees)]))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_answers(run: RouterRun, limit: int | None = None) -> str:
+    """One run's requests: the engine's hit against the router's."""
+    lines = [
+        _row(
+            [
+                "op",
+                "origin",
+                "tokens",
+                "engine hit",
+                "router raw",
+                "predicted",
+                "verdict",
+            ]
+        ),
+        _row(["---:", "---", "---:", "---:", "---:", "---:", "---"]),
+    ]
+    for answer in run.answers[:limit]:
+        lines.append(
+            _row(
+                [
+                    str(answer.op),
+                    answer.origin,
+                    str(answer.num_tokens),
+                    str(answer.truth),
+                    str(answer.raw),
+                    str(answer.predicted),
+                    answer.verdict,
+                ]
+            )
+        )
+    return "\n".join(lines)
