@@ -61,18 +61,19 @@ TRUNCATED_AT = (2 * BLOCK_SIZE + 1, SHARED_PREFIX - 1)
 FIRST_BLOCK_AT = (HASH_BLOCK_SIZE + 1, BLOCK_SIZE - 24)
 FRESH_TAIL = (4, 20)
 # (phase, number of prompts) in the order the session sends them: the shared
-# prefix, prompts that end inside its chains, eviction traffic that evicts
-# it, the prefix again, a prefix-cache reset while the prefix is live and the
-# prefix at once after it, eviction traffic (so that nothing of the prefix is
-# live when the cache is reset again, or a leak would hide behind the reset),
-# a second reset, the prefix again, and eviction traffic once more.
+# prefix, prompts that end inside its chains, a prefix-cache reset while the
+# prefix is live and the prefix at once after it (a router that learns of the
+# reset late predicts the old hit), eviction traffic that evicts it, the
+# prefix again, eviction traffic again (so that nothing of the prefix is live
+# when the cache is reset again, or a leak would hide behind the reset), a
+# second reset, the prefix again, and eviction traffic once more.
 SESSION_PLAN = (
     ("shared", 4),
     ("truncated", 3),
     ("first-block", 3),
-    ("eviction", 6),
-    ("shared", 2),
     ("reset", 1),
+    ("shared", 2),
+    ("eviction", 6),
     ("shared", 2),
     ("eviction", 5),
     ("reset", 1),
