@@ -181,6 +181,7 @@ def registration(hash_block_size: int, block_size: int, tokens: int, repeat: int
 
 
 def child() -> int:
+    benchlib.as_the_engine_runs()
     for request, reply in benchlib.serve_requests():
         try:
             if "registration" in request:

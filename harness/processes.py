@@ -13,17 +13,21 @@ and waited for before the exception goes on: quilt's `patch`, pip's
 has cleaned up. A child left in the harness's own group could not be ended
 with what it started without signalling the harness's parent too (a shell
 script, tox). A terminal's Ctrl-C therefore reaches the harness, which ends
-the child; children read no terminal (their stdin is /dev/null).
+the child; children read no terminal (their stdin is /dev/null). They run
+with GIT_OPTIONAL_LOCKS=0 (unless it is set): a git that only reads (status,
+diff) then takes no .git/index.lock for its optional index refresh, which a
+git ended with the harness would leave behind in the user's repository.
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
-from harness.errors import STOP_SIGNALS, Stopped
+from harness.errors import STOP_SIGNALS, MissingDependency, Stopped
 
 
 def _raise_stopped(signum, frame) -> None:
@@ -99,14 +103,43 @@ def _child(command: list[str], **options) -> Iterator[subprocess.Popen]:
     starts: one that arrived then is raised once the child is known, so a
     child that started is never left behind."""
     process = None
+    given = options.get("env")
+    options["env"] = {**(os.environ if given is None else given)}
+    options["env"].setdefault("GIT_OPTIONAL_LOCKS", "0")
     try:
         with stop_signals_held():
-            process = subprocess.Popen(command, process_group=0, **options)
+            try:
+                process = subprocess.Popen(command, process_group=0, **options)
+            except (FileNotFoundError, PermissionError) as exc:
+                if exc.filename not in (None, command[0]):
+                    raise  # the working directory, not the program
+                raise _not_runnable(command[0], exc) from None
         yield process
     except BaseException:
         if process is not None:
             end_group(process)
         raise
+
+
+def _not_runnable(program: str, exc: OSError) -> MissingDependency:
+    problem = (
+        "is not on PATH"
+        if isinstance(exc, FileNotFoundError)
+        else (f"cannot be run ({exc.strerror})")
+    )
+    return MissingDependency(
+        f"{program} {problem}; install it or fix PATH (README.md, Prerequisites)"
+    )
+
+
+def require_program(program: str, needed_for: str) -> None:
+    """Refuse, before any work, a verb that needs ``program`` where it is not
+    on PATH."""
+    if shutil.which(program) is None:
+        raise MissingDependency(
+            f"{program} is not on PATH, and {needed_for}; install it or fix PATH "
+            f"(README.md, Prerequisites)"
+        )
 
 
 def run(
@@ -117,7 +150,9 @@ def run(
     input: str | None = None,
 ) -> subprocess.CompletedProcess:
     """Run ``command`` to its end in a process group of its own, its output
-    captured as text; on any exception the group is killed first."""
+    captured as text; on any exception the group is killed first. Bytes that
+    are not UTF-8 (a file name, say) come through as surrogate escapes, as
+    os.fsdecode gives them, so they never end a verb in a traceback."""
     with _child(
         command,
         cwd=cwd,
@@ -125,7 +160,8 @@ def run(
         stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
+        encoding="utf-8",
+        errors="surrogateescape",
     ) as process:
         stdout, stderr = process.communicate(input)
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
@@ -137,3 +173,41 @@ def call(command: list[str], *, cwd=None, env: dict[str, str] | None = None) -> 
     exception the group is killed first. Its exit status."""
     with _child(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL) as process:
         return process.wait()
+
+
+def follow(
+    command: list[str],
+    *,
+    cwd=None,
+    env: dict[str, str] | None = None,
+    on_line: Callable[[str], None],
+    every_s: float,
+    tick: Callable[[], None],
+) -> int:
+    """Run ``command`` to its end in a process group of its own, each line of
+    its output (stdout and stderr together) given to ``on_line`` as it comes,
+    and ``tick`` called every ``every_s`` seconds while it runs; on any
+    exception the group is killed first. Its exit status."""
+    with _child(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    ) as process:
+        reader = threading.Thread(
+            target=lambda: [on_line(line) for line in process.stdout], daemon=True
+        )
+        reader.start()
+        while True:
+            try:
+                process.wait(timeout=every_s)
+                break
+            except subprocess.TimeoutExpired:
+                tick()
+        reader.join()
+        process.stdout.close()
+        return process.returncode

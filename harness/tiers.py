@@ -2,28 +2,15 @@
 the classes of docs/contract.md its series fixes, and what its stream is.
 Read from harness/targets.toml by harness.targets."""
 
-import difflib
-
 from harness.contract import CLASSES
 from harness.errors import TargetError
+from harness.pins import known
 
 # The tiers a series table may name; `default` is required.
 TIERS = ("default", "strict")
 # What a tier's stream is (docs/contract.md, C7): the pristine stream plus
 # ancestry events, or exactly the hashes the pool holds.
 STREAMS = ("ancestry", "holdings")
-
-
-def known(where: str, table, allowed) -> None:
-    """Refuse keys of ``table`` not in ``allowed``, suggesting the closest."""
-    for key in table:
-        if key not in allowed:
-            raise TargetError(f"{where} {key!r} is not known{hint(key, allowed)}")
-
-
-def hint(name: str, known) -> str:
-    close = difflib.get_close_matches(str(name), [str(key) for key in known], n=1)
-    return f"; perhaps you meant {close[0]!r}?" if close else ""
 
 
 def parse_fixes(name: str, fixes: dict, series: dict) -> dict[str, frozenset[str]]:
@@ -35,7 +22,7 @@ def parse_fixes(name: str, fixes: dict, series: dict) -> dict[str, frozenset[str
         if not isinstance(classes, list):
             raise TargetError(
                 f"target {name}: field fixes.{tier} must list the classes the "
-                f"{tier} tier fixes (K1-K5), [] for none"
+                f"{tier} tier fixes (K1-K7), [] for none"
             )
         known(f"target {name}: field fixes.{tier}: class", classes, tuple(CLASSES))
         parsed[tier] = frozenset(classes)

@@ -225,12 +225,47 @@ def _side_by_side(counts: object) -> str:
     return str(counts)
 
 
+# The most of a verdict or an e2e report that is read: far more than any is
+# (a full selection's verdict is under a megabyte), far less than /dev/zero.
+MOST_BYTES = 64 << 20
+
+
+def read_small(path) -> bytes:
+    """The bytes of a report file; ValueError if it is larger than any is."""
+    with open(path, "rb") as stream:
+        data = stream.read(MOST_BYTES + 1)
+    if len(data) > MOST_BYTES:
+        raise ValueError(f"larger than {MOST_BYTES >> 20} MiB, which no report is")
+    return data
+
+
+def strict_json(data: bytes):
+    """JSON as `json.dumps` writes it: NaN, Infinity and numbers too large
+    for a float are not JSON (ValueError), nor is nesting deeper than the
+    parser recurses."""
+    import json
+    import math
+
+    def no_constant(name: str):
+        raise ValueError(f"{name} is not a JSON number")
+
+    def finite(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise ValueError(f"{text[:40]} is too large for a number")
+        return value
+
+    try:
+        return json.loads(data, parse_constant=no_constant, parse_float=finite)
+    except RecursionError:
+        raise ValueError("nested deeper than any verdict") from None
+
+
 def read_verdict(path) -> Verdict:
     """The verdict `python -m harness test --report` wrote to ``path``; a file
-    that cannot be read, or is not such a verdict, is UnreadableInput (one
-    line naming the file and what is wrong)."""
-    import json
-
+    that cannot be read, or is not such a verdict (a field missing or of the
+    wrong kind, anywhere the table or the PR body reads), is UnreadableInput:
+    one line naming the file and what is wrong."""
     from harness.errors import UnreadableInput
 
     def unreadable(reason: str) -> UnreadableInput:
@@ -239,7 +274,7 @@ def read_verdict(path) -> Verdict:
         )
 
     try:
-        data = json.loads(path.read_bytes())
+        data = strict_json(read_small(path))
     except OSError as exc:
         raise UnreadableInput(f"{path}: {exc.strerror or exc}") from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
@@ -247,10 +282,62 @@ def read_verdict(path) -> Verdict:
     if not isinstance(data, dict):
         raise unreadable(f"a JSON {type(data).__name__}, not an object")
     try:
+        _check_shape(data)
         verdict = Verdict.from_json(data)
         verdict.row()  # every cell can be made: the outcomes are what they say
     except KeyError as exc:
         raise unreadable(f"no field {exc}") from None
-    except (TypeError, AttributeError, ValueError) as exc:
+    except (TypeError, AttributeError, ValueError, ArithmeticError) as exc:
         raise unreadable(f"a field of the wrong kind ({exc})") from None
     return verdict
+
+
+def _check_shape(data: dict) -> None:
+    """Every field a verdict's readers use has the kind `as_json` writes."""
+    conformance = _kind(data, "conformance", dict)
+    _kind(conformance, "status", str, "conformance")
+    for name in ("passed", "failed"):
+        if name in conformance:
+            _count(conformance[name], f"conformance.{name}")
+    report = conformance.get("report")
+    if report is not None:
+        if not isinstance(report, dict):
+            raise TypeError("conformance.report is not an object")
+        for table in ("classes", "rules"):
+            for key, counts in _kind(report, table, dict, "report", {}).items():
+                where = f"conformance.report.{table}.{key}"
+                if not isinstance(counts, dict):
+                    raise TypeError(f"{where} is not an object")
+                for side in ("pristine", "patched"):
+                    _count(counts.get(side), f"{where}.{side}")
+    for name in ("target", "tier", "selection"):
+        _kind(data, name, str)
+    for side in ("pristine", "patched"):
+        outcomes = _kind(_kind(data, side, dict), "outcomes", dict, side)
+        for test, outcome in outcomes.items():
+            if not isinstance(outcome, str):
+                raise TypeError(f"{side}.outcomes[{test!r}] is not a string")
+    seconds = data.get("wall_seconds")
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise TypeError("wall_seconds is not a number")
+    if not 0 <= seconds < 1e12:
+        raise ValueError(f"wall_seconds {seconds} is not a duration")
+    for key, value in _kind(data, "provenance", dict, "", {}).items():
+        if not isinstance(value, str):
+            raise TypeError(f"provenance.{key} is not a string")
+
+
+def _kind(table: dict, name: str, kind: type, where: str = "", default=None):
+    """table[name], which must be a ``kind``; KeyError if it is missing and
+    has no default."""
+    value = table[name] if default is None else table.get(name, default)
+    if not isinstance(value, kind):
+        shown = f"{where}.{name}" if where else name
+        raise TypeError(f"{shown} is a {type(value).__name__}, not a {kind.__name__}")
+    return value
+
+
+def _count(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError(f"{where} is {value!r}, not a count")
+    return value

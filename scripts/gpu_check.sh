@@ -58,9 +58,10 @@ from harness.series.apply import cached_patched_tree
 from harness.targets import get_target
 print(cached_patched_tree(get_target(sys.argv[1]), "default"))
 ' "$target")
-# Puts the released files back if an interrupted run left the overlay, and
-# refuses an installed package that is not the target's release.
-"$py" -m harness e2e overlay --target "$target" --restore
+# Takes off a series an interrupted run left installed (nothing to do
+# otherwise); `install` below refuses a package that is not the target's
+# release.
+"$py" -m harness uninstall
 
 step "end to end: tests/e2e on the GPU"
 e2e_status=0
@@ -86,10 +87,10 @@ run_upstream() {  # run_upstream SIDE TREE: the selection from a copy of TREE's 
 }
 
 run_upstream pristine "$pristine"
-trap '"$py" -m harness e2e overlay --target "$target" --restore' EXIT
-"$py" -m harness e2e overlay --target "$target"
+trap '"$py" -m harness uninstall' EXIT
+"$py" -m harness install --target "$target"
 run_upstream patched "$patched"
-"$py" -m harness e2e overlay --target "$target" --restore
+"$py" -m harness uninstall
 trap - EXIT
 
 step "summary"

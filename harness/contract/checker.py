@@ -107,6 +107,20 @@ def sha256_hash_model(
 ViewKey = tuple[str | None, int | None]
 
 
+def view_order(key: ViewKey) -> tuple:
+    """Views in one order whatever their mix of None and values (a stream may
+    name a medium in some stores and none in others): by medium, then group
+    number, None first, and by repr for anything else."""
+    medium, group = key
+    return (
+        medium is not None,
+        medium if isinstance(medium, str) else "",
+        group is not None,
+        group if isinstance(group, int) else 0,
+        repr(key),
+    )
+
+
 @dataclass
 class StreamChecker:
     """Replays events into multiset views and collects violations.
@@ -248,6 +262,17 @@ class StreamChecker:
         limit = self.witnesses_per_rule
         if limit is None or self.counts[violation.rule] <= limit:
             self.violations.append(violation)
+
+    def counts_by_view(self) -> dict[ViewKey, dict[str, int]]:
+        """Per view that has any, the violations found at its events, by rule:
+        one pass over the counts, however many views there are."""
+        found: dict[ViewKey, dict[str, int]] = {}
+        for (view, rule), count in self.view_counts.items():
+            found.setdefault(view, {})[rule] = count
+        return {
+            view: dict(sorted(found[view].items()))
+            for view in sorted(found, key=view_order)
+        }
 
     @property
     def violation_count(self) -> int:

@@ -10,9 +10,26 @@ its sequence numbers are kept beside it, one per line in FILE.seq
 (`SEQUENCE_SUFFIX`), so that a gap in a captured file can be seen too.
 
 The publisher binds wildcard (``tcp://*:PORT``, ``::``) and ipc/inproc
-endpoints and connects to every other one, so the subscriber does the
-opposite: it binds ``tcp://127.0.0.1:PORT`` and connects to ``tcp://*``-style
-endpoints by their host.
+endpoints and connects to every other one (its default, ``tcp://*:5557``,
+binds). A subscriber of an engine that binds connects to it, by its host
+(``tcp://HOST:PORT``; ``*`` is this host): ``bind=False``, what
+``--zmq`` does. One of an engine configured with ``tcp://HOST:PORT`` binds
+that address and waits for the engine to connect: ``bind=True``
+(``--listen``). ``bind=None`` mirrors vLLM's rule for the endpoint string of
+the engine's own configuration (the e2e session's subscriber).
+
+Every inbound frame is capped at `MAX_PAYLOAD_BYTES` (ZMQ's MAXMSGSIZE, the
+cap a capture file's payloads have): ZMQ refuses a larger one before it
+holds it whole, by closing the connection that sent it, and the subscription
+counts the connections closed (`Subscription.disconnects`), so that the gap
+it leaves can be told.
+
+vLLM's publisher can also keep its last batches for replay
+(``replay_endpoint``, a ROUTER it binds; ``buffer_steps`` batches): `replay`
+asks it for the messages a late or dropped subscriber missed, and
+`StartPoint` says where a check of a stream joined late can start without
+them: at the first ``AllBlocksCleared`` (a prefix-cache reset), after which
+every view is empty and every later event is checkable.
 """
 
 from __future__ import annotations
@@ -20,16 +37,21 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
 
-from harness.contract.wire import KVEventBatch
+from harness.contract.wire import MAX_PAYLOAD_BYTES, AllBlocksCleared, KVEventBatch
 from harness.errors import SubscriptionError, UnreadableInput, require
 
 SEQUENCE_SUFFIX = ".seq"
 GAPS_NAMED = 3
+# How long a replay endpoint has to answer, and to finish sending.
+REPLAY_WAIT_S = 10.0
+# vLLM's end-of-replay marker (ZmqEventPublisher.END_SEQ): sequence -1.
+END_SEQ = (-1).to_bytes(8, "big", signed=True)
 
 
 @dataclass
@@ -116,6 +138,7 @@ def subscribe(
     topic: str = "",
     max_events: int | None = None,
     timeout: float | None = None,
+    bind: bool | None = None,
 ) -> Iterator[tuple[bytes, int | None]]:
     """Yield ``(payload, number of events)`` until ``max_events`` events
     arrived or ``timeout`` seconds passed; the number is None for a payload
@@ -126,14 +149,18 @@ def subscribe(
     faithfully. `subscribe_numbered` gives the numbers to the caller instead.
     """
     expected_seq = None
-    for seq, payload, count in subscribe_numbered(endpoint, topic, max_events, timeout):
-        if expected_seq is not None and seq != expected_seq:
-            print(
-                f"subscribe: sequence gap: expected {expected_seq}, got {seq}",
-                file=sys.stderr,
-            )
-        expected_seq = seq + 1
-        yield payload, count
+    messages = subscribe_numbered(endpoint, topic, max_events, timeout, bind)
+    try:
+        for seq, payload, count in messages:
+            if expected_seq is not None and seq != expected_seq:
+                print(
+                    f"subscribe: sequence gap: expected {expected_seq}, got {seq}",
+                    file=sys.stderr,
+                )
+            expected_seq = seq + 1
+            yield payload, count
+    finally:
+        messages.close()
 
 
 def subscribe_numbered(
@@ -141,15 +168,204 @@ def subscribe_numbered(
     topic: str = "",
     max_events: int | None = None,
     timeout: float | None = None,
-) -> Iterator[tuple[int, bytes, int | None]]:
-    """Yield ``(sequence number, payload, number of events)`` as `subscribe`
-    does its pairs."""
-    zmq = require("zmq", "capture")  # only the subscribing verbs need pyzmq
+    bind: bool | None = None,
+) -> Subscription:
+    """``(sequence number, payload, number of events)`` as `subscribe` yields
+    its pairs; close it when done."""
+    return Subscription(endpoint, topic, max_events, timeout, bind)
 
+
+class Subscription:
+    """A SUB socket's messages, iterated once; ``disconnects`` counts the
+    connections to publishers that closed while it ran. ZMQ does not
+    reconnect a connection it closed for a frame over MAXMSGSIZE, so a
+    subscription that connects connects again."""
+
+    def __init__(self, endpoint, topic="", max_events=None, timeout=None, bind=None):
+        self.endpoint = endpoint
+        self.bind = publisher_connects(endpoint) if bind is None else bind
+        self.disconnects = 0
+        self.since_disconnect = 0  # messages received since the last one
+        self._zmq = require("zmq", "capture")  # only the subscribing verbs need it
+        self._messages = self._guarded(topic, max_events, timeout)
+
+    def __iter__(self):
+        return self._messages
+
+    def close(self) -> None:
+        self._messages.close()
+
+    def _guarded(self, topic, max_events, timeout):
+        zmq = self._zmq
+        try:
+            yield from self._receive(topic, max_events, timeout)
+        except zmq.ZMQError as exc:
+            raise SubscriptionError(f"{self.endpoint}: {exc}") from None
+
+    def _receive(self, topic, max_events, timeout):
+        zmq = self._zmq
+        _check_port(self.endpoint)
+        socket = zmq.Context.instance().socket(zmq.SUB)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.MAXMSGSIZE, MAX_PAYLOAD_BYTES)
+        socket.setsockopt(zmq.SUBSCRIBE, topic.encode())
+        monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        poller = zmq.Poller()
+        poller.register(socket, zmq.POLLIN)
+        poller.register(monitor, zmq.POLLIN)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        events = 0
+        try:
+            if self.bind:
+                socket.bind(self.endpoint)
+            else:
+                socket.connect(local(self.endpoint))
+            while max_events is None or events < max_events:
+                wait_ms = None
+                if deadline is not None:
+                    wait_ms = max(0, int((deadline - time.monotonic()) * 1000))
+                    if wait_ms == 0:
+                        return
+                ready = dict(poller.poll(wait_ms))
+                if not ready:
+                    return
+                if monitor in ready:
+                    monitor.recv_multipart()
+                    self.disconnects += 1
+                    self.since_disconnect = 0
+                    if not self.bind:  # ZMQ does not reconnect after a refusal
+                        with suppress(zmq.ZMQError):
+                            socket.disconnect(local(self.endpoint))
+                        socket.connect(local(self.endpoint))
+                if socket not in ready:
+                    continue
+                frames = socket.recv_multipart()
+                if len(frames) != 3:
+                    print(
+                        f"subscribe: skipped a message of {len(frames)} frames",
+                        file=sys.stderr,
+                    )
+                    continue
+                _, seq_bytes, payload = frames
+                count = count_events(payload)
+                events += count or 0
+                self.since_disconnect += 1
+                yield int.from_bytes(seq_bytes, "big"), payload, count
+        finally:
+            socket.disable_monitor()
+            monitor.close()
+            socket.close()
+
+
+def publisher_connects(endpoint: str) -> bool:
+    """Whether vLLM's publisher connects to ``endpoint`` (so its subscriber
+    must bind it)."""
+    return not publisher_binds(endpoint)
+
+
+def local(endpoint: str) -> str:
+    """A publisher's bind endpoint as a subscriber connects to it: ``*`` is
+    this host."""
+    return endpoint.replace("*", "127.0.0.1")
+
+
+def replay(
+    endpoint: str, start: int, end: int, topic: str = ""
+) -> list[tuple[int, bytes, int | None]]:
+    """The messages ``start`` to ``end - 1`` that vLLM's replay endpoint still
+    holds, as `Subscription` yields them (fewer when its buffer no longer
+    reaches back to ``start``)."""
+    zmq = require("zmq", "capture")
+    socket = zmq.Context.instance().socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.setsockopt(zmq.MAXMSGSIZE, MAX_PAYLOAD_BYTES)
+    found = []
+    deadline = time.monotonic() + REPLAY_WAIT_S
     try:
-        yield from _messages(zmq, endpoint, topic, max_events, timeout)
+        socket.connect(local(endpoint))
+        socket.send_multipart([b"", start.to_bytes(8, "big")])
+        while True:
+            wait_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            if not socket.poll(wait_ms):
+                raise SubscriptionError(
+                    f"replay endpoint {endpoint} did not answer in "
+                    f"{REPLAY_WAIT_S:g} s; give the engine's kv_events_config "
+                    f"replay_endpoint (it binds it; tcp://HOST:PORT here)"
+                )
+            frames = socket.recv_multipart()
+            if len(frames) != 4:
+                continue
+            _, message_topic, seq_bytes, payload = frames
+            if seq_bytes == END_SEQ:
+                return found
+            seq = int.from_bytes(seq_bytes, "big")
+            if start <= seq < end and message_topic.startswith(topic.encode()):
+                found.append((seq, payload, count_events(payload)))
     except zmq.ZMQError as exc:
-        raise SubscriptionError(f"{endpoint}: {exc}") from None
+        raise SubscriptionError(f"replay endpoint {endpoint}: {exc}") from None
+    finally:
+        socket.close()
+
+
+def with_replay(messages, endpoint: str | None, topic: str = "", replayed=None):
+    """The messages in order, each gap before one filled from the replay
+    endpoint (when one is given) as far as its buffer reaches; ``replayed``,
+    a list, gets ``(first, last)`` of each range replayed."""
+    expected = 0
+    for seq, payload, count in messages:
+        if endpoint is not None and seq > expected:
+            found = replay(endpoint, expected, seq, topic)
+            if found and replayed is not None:
+                replayed.append((found[0][0], found[-1][0]))
+            yield from found
+        expected = max(expected, seq + 1)
+        yield seq, payload, count
+
+
+@dataclass
+class StartPoint:
+    """Where the check of a live stream starts: at message 0 (the engine's
+    first), else at the first AllBlocksCleared, the first complete state
+    (every view empty); the messages before it are counted, not checked."""
+
+    first: int | None = None  # the first message's sequence number
+    start: int | None = None  # the message the check starts at
+    skipped: int = 0
+
+    def checkable(self, seq: int, events: list) -> list | None:
+        """The events of message ``seq`` to check, None before the start."""
+        if self.start is not None:
+            return events
+        if self.first is None:
+            self.first = seq
+        if seq == 0:
+            self.start = 0
+            return events
+        for index, event in enumerate(events):
+            if type(event) is AllBlocksCleared:
+                self.start = seq
+                return events[index:]
+        self.skipped += 1
+        return None
+
+    def joined_late(self) -> bool:
+        return self.first is not None and self.first > 0
+
+    def describe(self) -> str | None:
+        """Where the check joined and started, or None when at message 0."""
+        if not self.joined_late():
+            return None
+        joined = (
+            f"joined at message {self.first} (messages 0-{self.first - 1} were "
+            f"sent before the subscription started)"
+        )
+        if self.start is None:
+            return joined
+        return (
+            f"{joined}; checked from message {self.start}'s AllBlocksCleared "
+            f"(a prefix-cache reset: the first complete state) on, "
+            f"{self.skipped} message(s) before it counted, not checked"
+        )
 
 
 def _check_port(endpoint: str) -> None:
@@ -158,39 +374,3 @@ def _check_port(endpoint: str) -> None:
         port = endpoint.rsplit(":", 1)[-1]
         if port.isdigit() and not 0 < int(port) < 65536:
             raise SubscriptionError(f"{endpoint}: port {port} is not 1-65535")
-
-
-def _messages(zmq, endpoint, topic, max_events, timeout):
-    _check_port(endpoint)
-    context = zmq.Context.instance()
-    socket = context.socket(zmq.SUB)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.setsockopt(zmq.SUBSCRIBE, topic.encode())
-    if publisher_binds(endpoint):
-        socket.connect(endpoint.replace("*", "127.0.0.1"))
-    else:
-        socket.bind(endpoint)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    events = 0
-    try:
-        while max_events is None or events < max_events:
-            wait_ms = None
-            if deadline is not None:
-                wait_ms = max(0, int((deadline - time.monotonic()) * 1000))
-                if wait_ms == 0:
-                    return
-            if not socket.poll(wait_ms):
-                return
-            frames = socket.recv_multipart()
-            if len(frames) != 3:
-                print(
-                    f"subscribe: skipped a message of {len(frames)} frames",
-                    file=sys.stderr,
-                )
-                continue
-            _, seq_bytes, payload = frames
-            count = count_events(payload)
-            events += count or 0
-            yield int.from_bytes(seq_bytes, "big"), payload, count
-    finally:
-        socket.close()

@@ -23,7 +23,12 @@ def conformance_suite() -> Path:
 
 
 def run_conformance(
-    target: Target, tier: str, pristine: Path, patched: Path
+    target: Target,
+    tier: str,
+    pristine: Path,
+    patched: Path,
+    log: Path | None = None,
+    echo: bool = False,
 ) -> Conformance:
     suite = conformance_suite()
     if not suite.is_dir():
@@ -43,6 +48,8 @@ def run_conformance(
                 "HARNESS_CONFORMANCE_REPORT": str(report),
             },
             "conformance suite",
+            log,
+            echo,
         )
         data = json.loads(report.read_text()) if report.is_file() else None
     values = list(outcomes.values())

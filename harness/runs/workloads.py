@@ -18,6 +18,7 @@ running many workloads import the tree once.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import random
 import time
@@ -272,7 +273,15 @@ def handle(request: dict[str, Any]) -> None:
     """A worker's request: ``{"config", "seed", "ops", "out"}`` runs a
     workload into the record file ``out`` (a scripted one, seed and ops
     ignored, for the names of SCENARIOS); ``"probes": N`` adds N probes per
-    quiet point of a seeded one."""
+    quiet point of a seeded one. ``{"reset_probe": true, "out"}`` writes to
+    ``out``, as JSON, whether the tree's scheduler publishes a reset at once
+    (harness.runs.reset_probe)."""
+    if request.get("reset_probe"):
+        from harness.runs.reset_probe import reset_publishes_at_once
+
+        answer = {"published_at_reset": reset_publishes_at_once()}
+        Path(request["out"]).write_text(json.dumps(answer))
+        return
     if request["config"] in SCENARIOS:
         run_scenario(request["config"], Path(request["out"]))
     else:

@@ -8,6 +8,11 @@ then the whole patch. The tests run are the ones the patch adds or changes,
 found by comparing each test file's test functions before and after the
 patch. The commands are recorded as a reviewer would type them on the pull
 request's branch, with pytest's own pass/fail lines as their output.
+
+What the runs need is checked before any work (harness.series.evidence_env).
+A run that still cannot collect its tests for want of a module outside the
+tree, or that pytest could not start, ends the export with one line: an
+import error is never written as evidence.
 """
 
 import ast
@@ -17,16 +22,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import processes
-from harness.errors import ExportError
+from harness.errors import ExportError, MissingDependency
 from harness.log import progress
+from harness.series.evidence_env import in_tree
 from harness.series.gitrepo import BRANCH, git, relative_ref
 from harness.trees.env import UPSTREAM_ENV, tree_env
 
-PYTEST = ("python", "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--tb=no")
+# --tb=line: one line per failure, and a collection error's own message (a
+# module that cannot be imported), which the runs read and never record.
+PYTEST = ("python", "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--tb=line")
 # pytest's short test summary lines (-rA): "FAILED tests/x.py::test_y - ...".
 _OUTCOME_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) ")
 _FAILING = ("FAILED ", "ERROR ")
 _SUMMARY_LINE = re.compile(r"^=+ (?P<summary>.+ in [\d.]+s.*?) =+$")
+_NO_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
 
 
 @dataclass(frozen=True)
@@ -60,10 +69,6 @@ class TestRun:
         )
 
     @property
-    def ran(self) -> bool:
-        return self.passed or self.failed
-
-    @property
     def passed(self) -> bool:
         return self.returncode == 0
 
@@ -88,11 +93,6 @@ class PatchEvidence:
             return "adds or changes no test"
         if self.before is None or self.after is None:
             return "not run"
-        for run, fix in ((self.before, "without"), (self.after, "with")):
-            if not run.ran:
-                return (
-                    f"pytest could not run its tests {fix} the fix ({run.returncode})"
-                )
         if not self.before.failed:
             return "its tests do not fail without the fix"
         if not self.after.passed:
@@ -201,9 +201,32 @@ def _pytest(repo: Path, tests: PatchTests, checkout: tuple[str, ...]) -> TestRun
         for line in result.stdout.splitlines()
         if (match := _SUMMARY_LINE.match(line))
     ]
+    _refuse_unrunnable(repo, result, lines)
     if summaries:
         lines.append(summaries[-1])
-    elif not lines:
-        tail = (result.stdout + result.stderr).strip().splitlines()[-3:]
-        lines += [f"pytest exited {result.returncode}:", *tail]
     return TestRun((*checkout, shown), tuple(lines), result.returncode)
+
+
+def _refuse_unrunnable(repo: Path, result, lines: list[str]) -> None:
+    """One line, and no evidence, for a run that could not collect its tests
+    for want of a module outside the tree, or that pytest could not start."""
+    output = result.stdout + result.stderr
+    missing = sorted(
+        {
+            match["module"]
+            for match in _NO_MODULE.finditer(output)
+            if not in_tree(repo, match["module"])
+        }
+    )
+    if missing:
+        raise MissingDependency(
+            f"pytest could not import {', '.join(missing)} for the fail-before-fix "
+            f"runs; install it in {sys.executable}'s environment (`python -m "
+            "harness deps --target T`), or pass --no-fail-before-fix"
+        )
+    if not lines:  # no test passed, failed or errored: pytest did not run them
+        tail = " / ".join(output.strip().splitlines()[-2:]) or "no output"
+        raise ExportError(
+            f"pytest exited {result.returncode} without running the tests of the "
+            f"fail-before-fix runs: {tail}"
+        )

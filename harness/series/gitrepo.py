@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 from harness import processes
-from harness.errors import ExportError
+from harness.errors import ExportError, excerpt
 
 # The identity and date of the scratch commits (the committer of every patch
 # commit too), so that the pristine base commit, and with it `base-commit:`,
@@ -42,7 +42,7 @@ def git(
             for line in (result.stderr or result.stdout).splitlines()
             if line.strip() and not line.startswith("hint:")
         ]
-        detail = "\n".join(said) or "no output"
+        detail = excerpt("\n".join(said)) or "no output"
         raise ExportError(
             f"git {args[0]} failed in {repo}:\n{textwrap.indent(detail, '    ')}"
         )

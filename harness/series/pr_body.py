@@ -3,148 +3,149 @@ the template's checklist facts are true; the cover letter of the mails
 carries the same sections.
 
 Written from a Submission (harness.series.submission): the patches' subjects
-and `Fixes` lines, the verdict's numbers, the fail-before-fix runs and the
-related-work record. The sections follow the template's layout (0.32 and
-later: Overview, Claims, Validation, Details; older releases: Purpose, Test
-Plan, Test Result), which harness.series.pr_template fills. The few
-sentences that cannot be derived (what the defect is, why the design) are
-the constants below; keep them short, and true of every tier.
+and `Fixes` lines, the verdict's numbers, the fail-before-fix runs, the wire
+measurement, the comparison with upstream's design and the related-work
+record. Every number is read from one of those; the prose is
+harness.series.pr_prose's. The sections follow the template's layout (0.32
+and later: Overview, Claims, Validation, Details; older releases: Purpose,
+Test Plan, Test Result), which harness.series.pr_template fills. A reviewer
+reads the body without the harness: a rule or class is named in plain words,
+and any id of docs/contract.md that a subject or a table still shows is
+explained in a closing legend.
 """
 
-import time
+import re
 
-from harness.contract import CLASSES, title
-from harness.series import pr_template
-from harness.series.evidence import PatchEvidence
+from harness.series import pr_findings, pr_prose, pr_template, upstream_designs
 from harness.series.gitrepo import BRANCH
-from harness.series.submission import (
+from harness.series.related_work import (
+    ALTERNATIVE,
     CHECK_COMMANDS,
     CHECKED_ON,
     EARLIER_FILL_ONLY,
     RELATED_WORK,
-    Submission,
+    relation,
 )
+from harness.series.submission import Submission
 from harness.trees.env import UPSTREAM_ENV
-from harness.verdict import FAILING
 
-PROBLEM = (
-    "With `hash_block_size` smaller than a group's `block_size`, a partial "
-    "prefix-cache entry's `BlockStored` names as parent a hash boundary that "
-    "no KV event reported, so an index built from the stream (NVIDIA Dynamo's "
-    "radix tree, llm-d) cannot place it. This PR reports those boundaries as "
-    "ordinary `BlockStored` events and removes them when no entry leads "
-    "through them any more; the event schema does not change."
-)
-ROOT_CAUSE = (
-    "**Root cause.** `cache_full_blocks()` reports one hash per cache block; "
-    "`cache_partial_block()` reports an entry of one hash block whose parent "
-    "is the fine-grained boundary before it, which nothing reports."
-)
-DESIGN = (
-    "**Design.** No new fields: adding fields to `BlockStored` changes the "
-    "msgpack map header of every payload, which "
-    "`tests/distributed/test_kv_cache_events.py` guards against. The added "
-    "events are ordinary `BlockStored` events at the hash block size "
-    "(`block_size == hash_block_size`, one per contiguous run of boundaries, "
-    "parented on the boundary before it), and every event emitted before is "
-    "emitted byte for byte. The reported "
-    "boundaries are not in the prefix cache, so eviction alone would never "
-    "report them gone: they are removed once no cached entry leads through "
-    "them, in the same commit that reports them, so that no commit leaves a "
-    "stream that leaks."
-)
-K4_DESIGN = (
-    "With K4 fixed, the stores of groups whose skipped blocks are never "
-    "announced (sliding window, Mamba align mode), or whose parent block was "
-    "evicted in use, are the only events that change: the cached blocks are "
-    "stored in runs whose tokens are exactly their hashes', each run under a "
-    "block the pool holds, the first block of a run after one it does not "
-    "hold spanning the tokens back to the nearest block it holds."
-)
-NO_MODEL_EVAL = (
-    "**Model evaluation.** Not applicable: only KV events change; what is "
-    "cached, looked up and computed does not."
-)
+# vLLM asks for an RFC issue before changes over this many lines (tests,
+# kernels, data and config excluded).
+RFC_LINE_LIMIT = 500
+# The ids of docs/contract.md, wherever they are left in the body.
+CONTRACT_ID = re.compile(r"\b[CK][1-8]\b")
+_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
 
 
 def render(template: str, submission: Submission) -> tuple[str, list[str]]:
     """The template filled in for the submission, and the sections and
     checklist items it leaves to the submitter."""
     titles = pr_template.section_titles(template)
-    return pr_template.fill(template, sections(submission, titles), _facts(submission))
+    body, left = pr_template.fill(
+        template, sections(submission, titles), _facts(submission)
+    )
+    if needs_rfc(submission):
+        left.append("the link to the RFC issue in the 'Size' paragraph")
+    return body, left
 
 
 def sections(submission: Submission, titles: set[str]) -> dict[str, str]:
     """Section title (lower case) -> content, for the template's layout:
     vLLM 0.32 and later, or the older Purpose / Test Plan / Test Result."""
     if "purpose" in titles and "overview" not in titles:
-        return {
+        found = {
             "purpose": "\n\n".join(
                 [overview(submission), claims(submission), details(submission)]
             ),
             "test plan": test_plan(submission),
             "test result": test_result(submission),
         }
-    return {
-        "overview": overview(submission),
-        "claims": claims(submission),
-        "validation": test_plan(submission) + "\n\n" + test_result(submission),
-        "details": details(submission),
-    }
+    else:
+        found = {
+            "overview": overview(submission),
+            "claims": claims(submission),
+            "validation": test_plan(submission) + "\n\n" + test_result(submission),
+            "details": details(submission),
+        }
+    legend = ids_legend(" ".join(found.values()))
+    if legend:
+        last = next(reversed(found))
+        found[last] += "\n\n" + legend
+    return found
+
+
+def ids_legend(text: str) -> str:
+    """One line naming, in plain words, each id of docs/contract.md that
+    ``text`` uses outside code."""
+    used = sorted(set(CONTRACT_ID.findall(_CODE.sub("", text))))
+    if not used:
+        return ""
+    meanings = "; ".join(f"{name}: {pr_prose.plain(name)}" for name in used)
+    return f"**Terms.** {meanings}."
 
 
 def overview(sub: Submission) -> str:
-    lines = [f"{'. '.join(sub.references)}. {PROBLEM}" if sub.references else PROBLEM]
+    lead = f"{'. '.join(sub.references)}. " if sub.references else ""
+    lines = [lead + pr_prose.PROBLEM]
+    if any(work.number == ALTERNATIVE for work in RELATED_WORK):
+        numbers = ", with numbers" if sub.upstream is not None else ""
+        lines += [
+            "",
+            f"#{ALTERNATIVE} fixes the same issue another way; Details compares "
+            f"the two{numbers}.",
+        ]
+    if sub.part is not None:
+        lines += ["", part_note(sub)]
     lines += ["", f"Commits, against {sub.target.source.release_name()}:", ""]
     changed = sub.upstream_tests_changed
     for number, subject in enumerate(sub.subjects, 1):
-        notes = ["optional"] if number in sub.optional else []
-        notes += [f"changes upstream's `{_name(test)}`" for test in changed[number - 1]]
+        notes = [f"changes upstream's `{_name(test)}`" for test in changed[number - 1]]
         lines.append(
             f"{number}. {subject}" + (f" ({'; '.join(notes)})" if notes else "")
         )
     return "\n".join(lines)
 
 
+def commits_named(first: int, last: int) -> str:
+    return f"commit {first}" if first == last else f"commits {first}-{last}"
+
+
+def part_note(sub: Submission) -> str:
+    part = sub.part
+    said = [
+        f"This PR holds {commits_named(part.first, part.last)} of a series of "
+        f"{part.total}."
+    ]
+    if part.earlier:
+        said.append(
+            f"It follows the PR of {commits_named(1, part.first - 1)} ("
+            + "; ".join(part.earlier)
+            + "), which must land first."
+        )
+    if part.later:
+        said.append(
+            f"A follow-up PR brings {commits_named(part.last + 1, part.total)} ("
+            + "; ".join(part.later)
+            + ")."
+        )
+    return " ".join(said)
+
+
 def claims(sub: Submission) -> str:
     if sub.verdict is None:
         return (
-            "- No verdict was found for this series: no claim here is backed by a run."
+            "- No test run was found for this series: no claim here is backed by a run."
         )
     lines = []
-    report = _report(sub.verdict.get("conformance", {}))
-    classes = _counts(report, "classes")
-    workloads = report.get("workloads", "the")
-    fixes = sub.target.fixes.get(sub.tier, frozenset())
-    for cls in sorted(fixes & classes.keys()):
-        counts = classes[cls]
+    if sub.part is not None:
         lines.append(
-            f"- {title(cls)} ({CLASSES[cls].summary}): {counts['pristine']} -> "
-            f"{counts['patched']} in {workloads} seeded workloads."
+            f"- The numbers are those of {commits_named(1, sub.part.total)} "
+            "together (this PR and the others of the series), as one run "
+            "measured them."
         )
-    conformance = sub.verdict.get("conformance", {})
-    if conformance.get("status") == "passed":
-        rewrites = (
-            ", except the stores of K4, which it rewrites (every hash they "
-            "stored is stored in the same operation, under a parent the pool "
-            "holds)"
-            if "K4" in fixes
-            else ""
-        )
-        lines.append(
-            f"- {title('C7')}: on every workload the patched stream is the "
-            "pristine stream byte for byte plus the added stores and their "
-            f"removals{rewrites}; no class of violation grows, and removal "
-            "soundness, hash fidelity, no leaks and pool fidelity hold."
-        )
-    tally = sub.verdict.get("pristine", {}).get("tally", {})
-    added = sub.verdict.get("added", {})
-    failing = [test for test, outcome in added.items() if outcome in FAILING]
-    lines.append(
-        f"- {title('C8')}: {len(sub.verdict.get('regressions', {}))} regressions "
-        f"among the {tally.get('passed', 0)} upstream tests that pass on the "
-        f"pristine tree; {len(added)} tests added, {len(failing)} failing."
-    )
+    lines += pr_findings.class_claims(sub)
+    lines += pr_findings.stream_claims(sub)
+    lines.append(pr_findings.tests_claim(sub.verdict))
     return "\n".join(lines)
 
 
@@ -152,7 +153,7 @@ def test_plan(sub: Submission) -> str:
     selection = (sub.verdict or {}).get("selection", "ci")
     tests = " ".join(sub.target.selection(selection))
     environment = " ".join(f"{key}={value}" for key, value in UPSTREAM_ENV.items())
-    harness = (
+    checker = (
         f"python -m harness test --target {sub.target.name} --tier {sub.tier} "
         f"--selection {selection}"
     )
@@ -165,162 +166,91 @@ def test_plan(sub: Submission) -> str:
             f"{environment} PYTHONPATH=. python -m pytest {tests}",
             "```",
             "",
-            "The verdict below ran that selection on both trees, and replayed "
-            "seeded workloads from both against the stream contract, with this "
-            f"series' harness (not part of this PR): `{harness}`. The "
-            "fail-before-fix commands are under each commit below, on the "
-            f"branch `{BRANCH}`.",
+            "The run below took that selection on both trees, and replayed "
+            f"{pr_prose.WORKLOADS} against a checker of the stream, with the "
+            f"submitter's test harness (not part of this PR): `{checker}`. "
+            "Each commit's own tests, without and with its fix, follow; the "
+            f"commands name the commits on the branch `{BRANCH}`.",
         ]
     )
 
 
 def test_result(sub: Submission) -> str:
     lines = (
-        _verdict_lines(sub)
+        pr_findings.run_lines(sub)
         if sub.verdict is not None
         else [
-            "No verdict was found for this target and tier; vLLM's tests and the "
-            "stream-contract replay have not been run for this description."
+            "No test run was found for this series; vLLM's tests and the stream "
+            "replay have not been run for this description."
         ]
     )
-    lines += ["", *_evidence_lines(sub)]
+    lines += ["", *pr_findings.evidence_lines(sub)]
     return "\n".join(lines)
 
 
-def _verdict_lines(sub: Submission) -> list[str]:
-    verdict = sub.verdict
-    written = time.strftime("%Y-%m-%d", time.gmtime(sub.verdict_path.stat().st_mtime))
-    pristine = verdict.get("pristine", {}).get("tally", {})
-    patched = verdict.get("patched", {}).get("tally", {})
-    lines = [
-        f"**vLLM's tests** (verdict of {written}: "
-        f"{'PASS' if verdict.get('passed') else 'FAIL'}):",
-        "",
-        "| outcome | pristine | patched |",
-        "| --- | --- | --- |",
-    ]
-    lines += [
-        f"| {outcome} | {pristine.get(outcome, 0)} | {patched.get(outcome, 0)} |"
-        for outcome in ("passed", "failed", "skipped")
-    ]
-    regressions = verdict.get("regressions", {})
-    lines += [
-        "",
-        f"Regressions: {len(regressions)}. Failing on both trees (this machine, "
-        f"not the change): {len(verdict.get('environmental', {}))}.",
-    ]
-    lines += [
-        f"- `{test}`: {' -> '.join(outcomes)}" for test, outcomes in regressions.items()
-    ]
-    if sub.verdict_gaps:
-        lines.append(
-            f"This verdict has no outcome for {len(sub.verdict_gaps)} test(s) "
-            "these commits add: it was made for another revision of them."
-        )
-    lines += ["", *_conformance_lines(verdict.get("conformance", {}))]
-    return lines
-
-
-def _report(conformance: dict) -> dict:
-    """What the conformance suite reported (free-form: keys may be missing)."""
-    report = conformance.get("report")
-    return report if isinstance(report, dict) else {}
-
-
-def _counts(report: dict, table: str) -> dict[str, dict]:
-    """The conformance report's ``table`` (classes, rules): id -> its pristine
-    and patched counts, leaving out anything else the report holds."""
-    found = report.get(table)
-    return {
-        key: counts
-        for key, counts in (found if isinstance(found, dict) else {}).items()
-        if isinstance(counts, dict) and {"pristine", "patched"} <= counts.keys()
-    }
-
-
-def _conformance_lines(conformance: dict) -> list[str]:
-    report = _report(conformance)
-    lines = [
-        f"**Stream contract** ({conformance.get('status', 'not recorded')}: "
-        f"{conformance.get('passed', 0)} passed, {conformance.get('failed', 0)} "
-        f"failed): each workload's stream replayed from both trees; occurrences "
-        f"per class and rule, pristine -> patched.",
-    ]
-    rows = [
-        (title(key), counts)
-        for table in ("classes", "rules")
-        for key, counts in _counts(report, table).items()
-    ]
-    if rows:
-        lines += ["", "| class or rule | pristine | patched |", "| --- | --- | --- |"]
-        lines += [f"| {name} | {c['pristine']} | {c['patched']} |" for name, c in rows]
-    return lines
-
-
-def _evidence_lines(sub: Submission) -> list[str]:
-    if sub.evidence is None:
-        return ["**Fail-before-fix:** not run for this description."]
-    lines = [
-        "**Fail-before-fix**, per commit: its test hunks alone on the commit "
-        "before it, then the whole commit.",
-    ]
-    for item in sub.evidence:
-        lines += ["", *_evidence_block(item, sub.count)]
-    return lines
-
-
-def _evidence_block(item: PatchEvidence, count: int) -> list[str]:
-    summary = f"{item.number}/{count} {item.subject}: {item.finding()}"
-    if item.before is None or item.after is None:
-        return [f"- {summary}"]
-    lines = ["<details>", f"<summary>{summary}</summary>", "", "```console"]
-    for run in (item.before, item.after):
-        lines += [f"$ {command}" for command in run.commands]
-        # A run that passed says so in its summary line; its PASSED lines
-        # would only repeat the command's test ids.
-        lines += [
-            line
-            for line in run.lines
-            if not (run.passed and line.startswith("PASSED "))
-        ]
-    return [*lines, "```", "</details>"]
-
-
 def details(sub: Submission) -> str:
-    design = DESIGN
-    if "K4" in sub.target.fixes.get(sub.tier, frozenset()):
-        design = design.replace(
-            "and every event emitted before is emitted byte for byte",
-            "and every other event emitted before is emitted byte for byte",
-        )
-        design += " " + K4_DESIGN
-    parts = [ROOT_CAUSE, design, _limitations(sub), NO_MODEL_EVAL]
-    parts += [duplicate_check(sub), ai_statement(sub)]
+    parts = [
+        pr_prose.ROOT_CAUSE,
+        pr_prose.design(sub.fixes, sub.target.stream(sub.tier)),
+        pr_prose.wire_paragraph(sub.wire),
+        comparison(sub),
+        pr_findings.limitations(sub),
+        size(sub),
+        pr_prose.NO_MODEL_EVAL,
+        duplicate_check(sub),
+        ai_statement(sub),
+    ]
     return "\n\n".join(part for part in parts if part)
 
 
-def _limitations(sub: Submission) -> str:
-    report = _report((sub.verdict or {}).get("conformance", {}))
-    left = {
-        cls: counts["patched"]
-        for cls, counts in _counts(report, "classes").items()
-        if cls in CLASSES and counts["patched"]
-    }
-    if not left:
+def comparison(sub: Submission) -> str:
+    """The comparison with upstream's design, as measured, if it was."""
+    if sub.upstream is None:
         return ""
-    why = {
-        "K5": "vLLM holding one hash in several blocks, which consumers must count",
-    }
-    for cls in left.keys() - why.keys():
-        optional = any(cls in fixed for fixed in sub.target.fixes.values())
-        why[cls] = (
-            "fixed by optional follow-up commits, not in this PR, as they change "
-            "the upstream tests that pin those events"
-            if optional
-            else "not addressed by these commits"
+    lines = [
+        f"**Against #{ALTERNATIVE}.** #44488 and #{ALTERNATIVE}, re-implemented "
+        f"from their descriptions on {sub.upstream['release']} (a benchmark, not "
+        "part of this PR), measured beside this series with the same workloads "
+        "and checker; a consumer either ignores map keys it does not know (as "
+        "Dynamo's decoder does) or reads the `skipped_*` fields:",
+        "",
+        *upstream_designs.table(sub.upstream, sub.tier),
+    ]
+    wanted = upstream_designs.still_wanted(sub.upstream, sub.fixes)
+    if wanted:
+        left = pr_findings.counts(pr_findings.report(sub.verdict), "classes")
+        fixed = all(not row["patched"] for cls, row in left.items() if cls in sub.fixes)
+        verb = "fix" if left and fixed else "are meant to fix"
+        lines += [
+            "",
+            f"With #{ALTERNATIVE} in, a consumer that reads the new fields still "
+            "finds " + "; ".join(wanted) + f", which these commits {verb}.",
+        ]
+    return "\n".join(lines)
+
+
+def changed_lines(sub: Submission) -> int:
+    return sub.changed_lines or 0
+
+
+def needs_rfc(sub: Submission) -> bool:
+    return changed_lines(sub) > RFC_LINE_LIMIT
+
+
+def size(sub: Submission) -> str:
+    if sub.changed_lines is None:
+        return ""
+    said = (
+        f"**Size.** {sub.changed_lines} changed lines outside `tests/` "
+        "(`git diff --numstat`)"
+    )
+    if needs_rfc(sub):
+        return (
+            f"{said}: over the {RFC_LINE_LIMIT} lines above which vLLM asks for "
+            "an RFC issue first. The RFC is #____; this PR waits for its "
+            "outcome."
         )
-    items = [f"{title(cls)} ({count}): {why[cls]}" for cls, count in left.items()]
-    return "**Limitations.** Still in the patched stream: " + "; ".join(items) + "."
+    return f"{said}."
 
 
 def duplicate_check(sub: Submission) -> str:
@@ -340,15 +270,19 @@ def duplicate_check(sub: Submission) -> str:
 
 
 def _related_work_lines(sub: Submission) -> list[str]:
-    """One bullet per related pull request or issue: what it does, and how
-    the series stands to it (fixed by the patches that say `Fixes #N`)."""
+    """One bullet per related pull request or issue: what it does, a quote,
+    and how the series stands to it (fixed by the patches that say `Fixes
+    #N`)."""
     lines = []
     for work in RELATED_WORK:
-        relation = work.relation
+        stands = relation(work, sub.fixes)
         if work.number in sub.fixed_by:
             patches = ", ".join(f"{n}/{sub.count}" for n in sub.fixed_by[work.number])
-            relation = f"fixed by patch {patches}"
-        lines.append(f"- #{work.number} {work.what}. Here: {relation}.")
+            stands = f"fixed by commit {patches}"
+        lines.append(
+            f'- #{work.number} {work.what} ("{work.quote}", {work.source}). '
+            f"Here: {stands}."
+        )
     return lines
 
 

@@ -1,102 +1,197 @@
-"""A clean git checkout as it was before the series, and putting it back.
+"""The files of a checkout that a series changes: read before the series, and
+written into the checkout only once it applied whole elsewhere.
 
-`apply --onto` takes a snapshot before the first patch and restores it when
-a patch fails or a stop signal arrives: the files the patches name are
-written back byte for byte (mode included), quilt's `.pc` is removed, and
-whatever else git then sees as changed or new is put back from the index or
-removed. The checkout was clean, so what git saw before is all there was
-beside its tracked files; the restore ends by checking that git sees that
-again.
+`apply --onto` applies the series to a scratch copy of the files it touches
+(`CheckoutFiles.copy_to`), never in the checkout itself, so a failing patch,
+a stop signal or a slow applier leave the checkout as it was. Then
+`install` writes what the series changed in one step that stop signals wait
+for: every file it is about to write is first checked to be as it was read
+(one someone changed meanwhile is named, and nothing is written), then each
+is written under a scratch name beside it and renamed into place. If a
+write fails, or a stop signal arrived while they were written, the files
+written are put back as they were read. Nothing else in the checkout is
+ever touched: a file the user makes or edits while the verb runs stays as
+it is.
+
+Only regular files are read or written, reached through no symlink: a path
+the patches name that the tree holds as a symlink, a directory or a special
+file (or under a file) is refused before any work.
 """
 
 import os
-import shutil
+import stat
 from pathlib import Path
 
-from harness import processes
-from harness.errors import SeriesError
+from harness import processes, scratch
+from harness.errors import OutputError, SeriesError
 from harness.log import progress
 
+# A file's bytes and permission bits, or None where there is no file.
+FileState = tuple[bytes, int] | None
 
-class CheckoutSnapshot:
-    """A clean checkout as it was before the series: the bytes and modes of
-    the files the patches name, and what git sees beside its tracked files."""
 
-    def __init__(self, checkout: Path, paths: set[str]):
+def read_state(root: Path, path: str) -> FileState:
+    """The state of root/path; SeriesError if it is not a regular file (or
+    absent) reached through directories only."""
+    current = root
+    parts = path.split("/")
+    for depth, part in enumerate(parts):
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            return None
+        shown = "/".join(parts[: depth + 1])
+        last = depth == len(parts) - 1
+        if stat.S_ISLNK(info.st_mode):
+            raise SeriesError(
+                f"{root}: {shown} is a symlink, and the series names {path}; a "
+                f"patch may reach only the tree's own files, through no symlink"
+            )
+        if not last and not stat.S_ISDIR(info.st_mode):
+            raise SeriesError(
+                f"{root}: the series names {path}, but {shown} is not a directory"
+            )
+        if last and not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a file"
+            raise SeriesError(f"{root}: the series names {path}, which is {kind}")
+    return current.read_bytes(), stat.S_IMODE(info.st_mode)
+
+
+def read_states(root: Path, paths) -> dict[str, FileState]:
+    return {path: read_state(root, path) for path in sorted(paths)}
+
+
+class CheckoutFiles:
+    """The files of a checkout a series names, as they were before it."""
+
+    def __init__(self, checkout: Path, paths):
         self.checkout = checkout
-        self.files: dict[str, tuple[bytes, int] | None] = {}
-        top = checkout.resolve()
-        for path in sorted(paths):
-            file = checkout / path
-            if not file.resolve().is_relative_to(top):
-                continue  # quilt and git apply refuse such a path themselves
-            if file.is_file() and not file.is_symlink():
-                self.files[path] = (file.read_bytes(), file.stat().st_mode)
-            elif not file.exists() and not file.is_symlink():
-                self.files[path] = None
-        self.status = self._status()
+        self.before = read_states(checkout, paths)
+        self._written: list[tuple[str, FileState]] = []
+        self._made: list[Path] = []
 
-    def _status(self) -> set[str]:
-        output = _git(
-            self.checkout,
-            "status",
-            "--porcelain",
-            "-z",
-            "--ignored",
-            "--untracked-files=all",
+    def copy_to(self, tree: Path) -> None:
+        """The files that exist, with their modes, at the same paths in tree."""
+        tree.mkdir()
+        for path, state in self.before.items():
+            if state is not None:
+                _write(tree / path, state)
+
+    def states_in(self, tree: Path) -> dict[str, FileState]:
+        """What the series made of the files in tree; SeriesError if it wrote
+        any file the patches do not name."""
+        after = read_states(tree, self.before)
+        stray = sorted(
+            str(file.relative_to(tree))
+            for file in tree.rglob("*")
+            if not file.is_dir() and str(file.relative_to(tree)) not in after
         )
-        if output is None:
-            raise SeriesError(f"git status failed in {self.checkout}")
-        return set(filter(None, output.split("\0")))
+        if stray:
+            raise SeriesError(
+                f"applying the series wrote {', '.join(stray[:3])}, which no "
+                f"patch header names; refused, nothing was written to "
+                f"{self.checkout}"
+            )
+        return after
 
-    def restore(self) -> None:
-        """Put the checkout back as it was; stop signals wait until it is."""
-        with processes.stop_signals_held():
-            progress(f"restoring {self.checkout} as it was before the series")
-            shutil.rmtree(self.checkout / ".pc", ignore_errors=True)
-            for path, saved in self.files.items():
-                self._put_back(path, saved)
-            for entry in sorted(self._status() - self.status):
-                self._undo(entry[:2], entry[3:])
-            left = sorted(self._status() - self.status)
-            if left:
-                raise SeriesError(
-                    f"could not restore {self.checkout} wholly; git still sees: "
-                    f"{'; '.join(left[:3])}"
-                )
+    def line_ending_hint(self) -> str:
+        """Why a patch may not apply to this checkout: files it names that
+        hold CRLF line endings (a .gitattributes eol, core.autocrlf)."""
+        crlf = [
+            path
+            for path, state in self.before.items()
+            if state is not None and b"\r\n" in state[0]
+        ]
+        if not crlf:
+            return ""
+        return (
+            f"\n    {self.checkout}: {', '.join(crlf[:3])} hold(s) CRLF line "
+            f"endings (a .gitattributes eol or core.autocrlf setting?); the "
+            f"series is made against LF files"
+        )
 
-    def _put_back(self, path: str, saved: tuple[bytes, int] | None) -> None:
+    def install(self, after: dict[str, FileState], done) -> None:
+        """Write the files the series changed, then say ``done(count)`` before
+        a stop signal that arrived meanwhile acts: a stop while the files are
+        written puts them back."""
+        changes = {
+            path: state for path, state in after.items() if state != self.before[path]
+        }
+        try:
+            with processes.stop_signals_held():
+                self._refuse_changed(changes)
+                for path, state in changes.items():
+                    self._put(path, state)
+                progress(done(len(changes)))
+        except BaseException as exc:
+            with processes.stop_signals_held():
+                self._undo()
+            if isinstance(exc, OSError):
+                raise OutputError(
+                    f"cannot write the patched files into {self.checkout}: "
+                    f"{exc.strerror or exc}{_where(exc)}; it is as it was"
+                ) from None
+            raise
+
+    def _refuse_changed(self, changes: dict[str, FileState]) -> None:
+        """Nothing is written over a file that changed since it was read."""
+        changed = [
+            path
+            for path in changes
+            if read_state(self.checkout, path) != self.before[path]
+        ]
+        if changed:
+            raise SeriesError(
+                f"{self.checkout}: {', '.join(changed[:5])} changed while the "
+                f"series applied, not by the harness; nothing was written, and "
+                f"the changes are left as they are"
+            )
+
+    def _put(self, path: str, state: FileState) -> None:
         file = self.checkout / path
-        if saved is None:
-            if file.is_file() or file.is_symlink():
-                file.unlink()
+        self._written.append((path, self.before[path]))
+        if state is None:
+            file.unlink()
             _remove_empty_parents(file.parent, self.checkout)
             return
-        if file.is_dir() and not file.is_symlink():
-            shutil.rmtree(file)
-        file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_bytes(saved[0])
-        os.chmod(file, saved[1] & 0o7777)
+        missing = [p for p in file.parents if p != self.checkout and not p.exists()]
+        for directory in reversed(missing):
+            if directory.is_relative_to(self.checkout):
+                directory.mkdir()
+                self._made.append(directory)
+        _write(file, state)
 
-    def _undo(self, code: str, path: str) -> None:
-        """A change git sees that the saved files did not cover."""
-        file = self.checkout / path
-        if code in ("??", "!!"):
-            if file.is_dir() and not file.is_symlink():
-                shutil.rmtree(file)
-            else:
+    def _undo(self) -> None:
+        """Put back the files written so far as they were read."""
+        for path, state in reversed(self._written):
+            file = self.checkout / path
+            if state is None:
                 file.unlink(missing_ok=True)
-            _remove_empty_parents(file.parent, self.checkout)
-        else:
-            _git(self.checkout, "checkout", "--", path)
+            else:
+                file.parent.mkdir(parents=True, exist_ok=True)
+                _write(file, state)
+        for directory in reversed(self._made):
+            if directory.is_dir() and not any(directory.iterdir()):
+                directory.rmdir()
+        self._written, self._made = [], []
+
+
+def _write(file: Path, state: tuple[bytes, int]) -> None:
+    """file's bytes and mode, written under a scratch name and renamed."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with scratch.replacing(file, "onto") as sink:
+        sink.write(state[0])
+        sink.flush()
+        os.fchmod(sink.fileno(), state[1])
 
 
 def _remove_empty_parents(directory: Path, top: Path) -> None:
+    """As git apply and patch do once a file is deleted."""
     while directory != top and directory.is_dir() and not any(directory.iterdir()):
         directory.rmdir()
         directory = directory.parent
 
 
-def _git(checkout: Path, *args: str) -> str | None:
-    result = processes.run(["git", "-C", str(checkout), *args])
-    return result.stdout if result.returncode == 0 else None
+def _where(exc: OSError) -> str:
+    return f" ({exc.filename})" if exc.filename else ""

@@ -7,17 +7,17 @@ from the fail-before-fix runs; the facts about its testing from the newest
 verdict `python -m harness test` wrote for the same target and tier (checked
 before any work: harness.verdict.read_verdict, same target and tier).
 
-What other pull requests do is a fact about them, not about the series, so
-the related work (the duplicate-work statement vLLM's AGENTS.md asks of an
-AI-assisted pull request) is a record here, RELATED_WORK, with the day it was
-last checked, CHECKED_ON: update both whenever the open pull requests are
-checked again; `export` warns when the check is older than STALE_AFTER_DAYS.
-Which of these the series fixes is read from its patches' `Fixes #N` lines.
+What other pull requests do is a fact about them, not about the series:
+harness.series.related_work records it. Which of them the series fixes is
+read from its patches' `Fixes #N` lines. An export may hold part of a tier's
+series (`Part`: a first pull request, or the follow-up to one), and carries
+what was measured on the target's tree: the wire facts of `BlockStored`
+(harness.series.wire_header), the lines the series changes outside tests/,
+and the comparison with upstream's design (harness.series.upstream_designs).
 """
 
 import re
 from dataclasses import dataclass
-from datetime import date
 from functools import cached_property
 from pathlib import Path
 
@@ -26,76 +26,13 @@ from harness.errors import ExportError, UnreadableInput
 from harness.series.evidence import PatchEvidence, PatchTests
 from harness.series.model import Series
 from harness.series.submitter import Identity
+from harness.series.wire_header import WireFacts
 from harness.targets import SELECTIONS, Target
 from harness.verdict import read_verdict as verdict_file
 
-ISSUE = 58119
-CHECKED_ON = date(2026, 11, 30)
-STALE_AFTER_DAYS = 14
-REPOSITORY = "vllm-project/vllm"
-# AGENTS.md's duplicate-work checks, as run for this series.
-CHECK_COMMANDS = (
-    f"gh issue view {ISSUE} --repo {REPOSITORY} --comments",
-    f'gh pr list --repo {REPOSITORY} --state open --search "{ISSUE} in:body"',
-    f'gh pr list --repo {REPOSITORY} --state open --search "cache_partial_block"',
-    f'gh pr list --repo {REPOSITORY} --state open --search "BlockStored parent"',
-)
 _REFERENCE = re.compile(
     r"^(?P<verb>Fixes|Closes|Resolves|Follow-up to|Related to):? #(?P<number>\d+)\s*$",
     re.IGNORECASE | re.MULTILINE,
-)
-
-
-@dataclass(frozen=True)
-class RelatedWork:
-    number: int
-    what: str  # what it does, in a line
-    relation: str  # how the series stands to it
-
-
-RELATED_WORK = (
-    RelatedWork(
-        58121,
-        "(draft, stacked on #44488) the same defect: fills the skipped_* fields "
-        "that #44488 adds to BlockStored",
-        "an alternative, not a complement: it adds no field, keeps every "
-        "existing event byte for byte (but the K4 stores, which an optional "
-        "commit rewrites), and also removes what it reports; one of the two "
-        "should land",
-    ),
-    RelatedWork(
-        44488,
-        "optional skipped_* context on BlockStored for null or masked blocks in "
-        "cache_full_blocks() (#44451)",
-        "the first commit leaves that gap (sliding window, Mamba align mode) "
-        "to it and neither needs the other; an optional commit (K4) closes the "
-        "same gap with no new field, an alternative to it; nearby lines in "
-        "BlockPool, so the second to land rebases",
-    ),
-    RelatedWork(
-        57339,
-        "builds cache_partial_block()'s BlockStored with _build_block_stored_event",
-        "rewrites the same construction: a textual conflict, no change in "
-        "behaviour for either",
-    ),
-    RelatedWork(
-        52972,
-        "makes cache_partial_block() refuse a boundary its block has outgrown (#49125)",
-        "changes the same method's guard; a boundary it refuses is never "
-        "registered, so this series reports no ancestry for it: a textual "
-        "conflict only",
-    ),
-    RelatedWork(
-        58394,
-        "the promotion case: a promoted entry's parent is the boundary just "
-        "removed, or one never reported",
-        "not changed: upstream's tests pin those events",
-    ),
-)
-EARLIER_FILL_ONLY = (
-    f"An earlier pull request for #{ISSUE} emitted the skipped boundaries and "
-    f"never removed them (they then stay live in every consumer); its author "
-    f"closed it as a duplicate of #58121."
 )
 AI_TRAILER = re.compile(
     r"^(Co-authored-by|Assisted-by|Generated-by): .+$", re.MULTILINE | re.IGNORECASE
@@ -108,17 +45,39 @@ SERIES_TITLE = (
 
 
 @dataclass(frozen=True)
+class Part:
+    """The patches ``first``-``last`` (1-based) of a tier's ``total``, and
+    the subjects of those before and after: the pull request this one
+    follows, and its follow-up."""
+
+    first: int
+    last: int
+    total: int
+    earlier: tuple[str, ...] = ()
+    later: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Submission:
     target: Target
     tier: str
     submitter: Identity
     subjects: tuple[str, ...]
     messages: tuple[str, ...]
-    optional: frozenset[int]  # 1-based numbers of patches outside the default tier
     tests: tuple[PatchTests, ...]
     evidence: tuple[PatchEvidence, ...] | None  # None: not run (--no-fail-before-fix)
     verdict: dict | None = None
     verdict_path: Path | None = None
+    part: Part | None = None  # None: the tier's whole series
+    wire: WireFacts | None = None
+    changed_lines: int | None = None  # outside tests/, by git diff --numstat
+    changed_lines_per_commit: tuple[int, ...] | None = None
+    upstream: dict | None = None  # harness.series.upstream_designs
+
+    @property
+    def fixes(self) -> frozenset[str]:
+        """The classes of docs/contract.md the tier's series fixes."""
+        return self.target.fixes.get(self.tier, frozenset())
 
     @property
     def count(self) -> int:
@@ -160,15 +119,21 @@ class Submission:
 
     @cached_property
     def verdict_gaps(self) -> list[str]:
-        """Tests the series adds that the verdict has no outcome for: a
-        verdict made from another revision of the series."""
+        """Tests the series adds, in files the verdict ran, that it has no
+        outcome for: a verdict made from another revision of the series.
+        (A test in a file outside the verdict's selection, such as the
+        scheduler's, is shown by the fail-before-fix runs instead.)"""
         if self.verdict is None:
             return []
         outcomes = self.verdict.get("patched", {}).get("outcomes", {})
+        files = {node.split("::", 1)[0] for node in outcomes}
         return [
             test
             for test in self.added_tests
-            if not any(node == test or node.startswith(f"{test}[") for node in outcomes)
+            if test.split("::", 1)[0] in files
+            and not any(
+                node == test or node.startswith(f"{test}[") for node in outcomes
+            )
         ]
 
     @cached_property
@@ -202,17 +167,50 @@ class Submission:
         )
 
 
+def patch_range(
+    patches: tuple[int, int | None] | None, series: Series
+) -> tuple[int, int]:
+    """The (first, last) patches to export, 1-based, checked against the
+    series: by default all of them."""
+    count = len(series.entries)
+    first, last = patches or (1, None)
+    last = count if last is None else last
+    if not 1 <= first <= last <= count:
+        raise ExportError(
+            f"--patches {first}-{last}: {series.series_file} lists {count} "
+            f"patches; give a range within 1-{count}"
+        )
+    return first, last
+
+
+def series_part(
+    first: int, last: int, series: Series, subjects: list[str]
+) -> Part | None:
+    """What the export holds of the series, or None for all of it; the
+    subjects of the later patches come from their mails' Subject lines."""
+    count = len(series.entries)
+    if (first, last) == (1, count):
+        return None
+    later = [subject_of(series.patch_path(entry)) for entry in series.entries[last:]]
+    return Part(first, last, count, tuple(subjects[: first - 1]), tuple(later))
+
+
+def subject_of(patch: Path) -> str:
+    """A mail's subject, as `git am --keep-non-patch` keeps it."""
+    for line in patch.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("Subject:"):
+            return line.removeprefix("Subject:").strip()
+        if line.startswith("---"):
+            break
+    return patch.name
+
+
 def issue_references(message: str) -> list[tuple[str, int]]:
     """The ``Fixes #N``-style lines of a commit message: (verb, N)."""
     return [
         (match["verb"].capitalize(), int(match["number"]))
         for match in _REFERENCE.finditer(message)
     ]
-
-
-def related_work_age(today: date) -> int:
-    """Days since the related work was last checked."""
-    return (today - CHECKED_ON).days
 
 
 def default_verdict(target: Target, tier: str) -> Path | None:
@@ -269,7 +267,7 @@ def find_verdict(
             f"the verdict {verdict_path} is older than the series; rerun {rerun}"
         )
     revision = verdict.get("provenance", {}).get("revision", "")
-    if other := _another_series(revision, series):
+    if other := another_series(revision, series):
         warnings.append(
             f"the verdict {verdict_path} was taken at revision {revision}, {other}: "
             f"it may be a verdict of another series; rerun {rerun}"
@@ -277,7 +275,7 @@ def find_verdict(
     return verdict, verdict_path, warnings
 
 
-def _another_series(revision: str, series: Series) -> str | None:
+def another_series(revision: str, series: Series) -> str | None:
     """Why the checkout at ``revision`` (a verdict's provenance) may not hold
     this series, or None. A revision that names no commit (older verdicts, a
     checkout without git) gives nothing to compare."""
@@ -290,7 +288,11 @@ def _another_series(revision: str, series: Series) -> str | None:
     )
     if known.returncode:
         return "which this checkout does not have"
-    same = processes.run(["git", "diff", "--quiet", commit, "--", "."], cwd=patches)
+    # The series file and its patches, not the rest of the directory (a
+    # benchmark's patch under patches/alternatives/ is no part of it).
+    files = [series.series_file.name, *(entry.patch for entry in series.entries)]
+    same = processes.run(["git", "diff", "--quiet", commit, "--", *files], cwd=patches)
     if same.returncode:
-        return f"whose {patches.name}/ differs from this checkout's"
+        shown = f"{patches.name}/{series.series_file.name}"
+        return f"whose {shown} or its patches differ from this checkout's"
     return None

@@ -5,8 +5,10 @@ AGENTS.md wants a human submitter who can defend the change. The patches in
 patches/ carry this project's placeholder identity, which names no person, so
 `export` makes the submitter the author of every mail and adds their
 `Signed-off-by:` last. The submitter is named with `--as "Name <email>"`, or
-else is git's configured user.name and user.email. A placeholder identity, or
-one that is not `Name <email>`, is refused before any work.
+else is git's configured user.name and user.email. A placeholder identity,
+one that is not `Name <email>` in UTF-8 text, or an address no mail reaches
+(a reserved domain such as example.org, a domain without a dot) is refused
+before any work.
 
 A patch's original author is credited with a `Co-authored-by:` trailer when
 it is a person (not a placeholder) other than the submitter; sign-offs by a
@@ -42,9 +44,20 @@ PROJECT_IDENTITIES = (
     Identity("vllm-kv-series developers", "developers@vllm-kv-series.invalid"),
     Identity(*EXPORT_IDENTITY),
 )
-# Top-level domains reserved so that no mail reaches them (RFC 2606, RFC 6761):
-# a sign-off with such an address certifies nothing.
-RESERVED_DOMAINS = ("example", "invalid", "localhost", "test")
+# Top-level domains reserved so that no mail reaches them (RFC 2606, RFC 6761,
+# RFC 6762's .local, RFC 9476's .alt, ICANN's .internal), and the second-level
+# domains reserved for examples (RFC 2606, RFC 8375's home.arpa): a sign-off
+# with such an address certifies nothing.
+RESERVED_DOMAINS = (
+    "example",
+    "invalid",
+    "localhost",
+    "test",
+    "local",
+    "alt",
+    "internal",
+)
+RESERVED_NAMES = ("example.com", "example.net", "example.org", "home.arpa")
 _IDENTITY = re.compile(r"(?P<name>[^<>]*?)\s*<(?P<email>[^<>\s]+)>")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s.]+(\.[^@\s.]+)*")
 _TRAILER = re.compile(r"^[A-Za-z][A-Za-z0-9-]*: ")
@@ -58,7 +71,7 @@ def parse_identity(text: str) -> Identity | None:
     if not match or not _EMAIL.fullmatch(match["email"]):
         return None
     name = match["name"].strip()
-    if not name or any(not char.isprintable() for char in name):
+    if not name or not all(char.isprintable() for char in name + match["email"]):
         return None
     return Identity(name, match["email"])
 
@@ -68,9 +81,14 @@ def placeholder_reason(identity: Identity) -> str | None:
     for known in PROJECT_IDENTITIES:
         if identity.email.lower() == known.email.lower() or identity.name == known.name:
             return "this project's placeholder identity"
-    domain = identity.email.rsplit("@", 1)[1].lower()
-    if domain.rsplit(".", 1)[-1] in RESERVED_DOMAINS:
+    domain = identity.email.rsplit("@", 1)[1].lower().rstrip(".")
+    reserved = domain.rsplit(".", 1)[-1] in RESERVED_DOMAINS or any(
+        domain == name or domain.endswith(f".{name}") for name in RESERVED_NAMES
+    )
+    if reserved:
         return f"an address at a reserved domain ({domain}), which no mail reaches"
+    if "." not in domain:
+        return f"an address at {domain}, a domain without a dot, which no mail reaches"
     return None
 
 
@@ -86,7 +104,7 @@ def configured_identity() -> tuple[str, str]:
 def resolve_submitter(option: str | None) -> Identity:
     """The submitter from ``--as``, else from git's configuration; refused with
     a one-line SubmitterError when there is none or it is not a person."""
-    fix = "pass --as 'Your Name <you@your.domain>'"
+    fix = "pass --as 'NAME <EMAIL>' with your own name and address"
     if option is not None:
         origin, text = "--as", option
     else:
@@ -97,6 +115,16 @@ def resolve_submitter(option: str | None) -> Identity:
                 f"both set; {fix} (vLLM's DCO check needs the author's sign-off)"
             )
         origin, text = "git's user.name and user.email", f"{name} <{email}>"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = text[exc.start]
+        byte = ord(char) - 0xDC00 if "\udc80" <= char <= "\udcff" else None
+        shown = f"byte 0x{byte:02x}" if byte is not None else "a character"
+        raise SubmitterError(
+            f"{origin} is not UTF-8 text ({shown} at position {exc.start + 1}); "
+            f"git writes the identity into every mail; {fix}"
+        ) from None
     identity = parse_identity(text)
     if identity is None:
         raise SubmitterError(f"{origin} gives {text!r}, which is not 'Name <email>'")

@@ -1,8 +1,9 @@
 """What a target's upstream tests import, installed with pip (the `deps` verb).
 
 vLLM's requirements/common.txt of the target's own tree, plus what its
-tests/conftest.py imports, with torch held at the CPU wheel that lies on disk
-on the project's machines (any other torch pulls a multi-GB CUDA build).
+tests/conftest.py imports and torch itself (common.txt names none), with
+torch held at the CPU wheel that lies on disk on the project's machines (any
+other torch pulls a multi-GB CUDA build).
 """
 
 import sys
@@ -42,5 +43,6 @@ def install_test_requirements(target: Target) -> int:
         "--requirement",
         str(requirements),
         *TEST_REQUIREMENTS,
+        TORCH_PIN,  # requirements/common.txt names no torch; the tests need it
         constrain_torch=True,
     )

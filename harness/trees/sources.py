@@ -3,13 +3,13 @@
 An sdist is fetched through pip, so the user's index configuration (pip.conf,
 PIP_INDEX_URL, PIP_FIND_LINKS, ...) is honoured, in pip's hash-checking mode:
 the requirement carries the pinned sha256 and pip checks the archive against
-it as soon as it is downloaded, before it builds anything from it. Only then
-does vLLM's setup.py run, while pip prepares the metadata, so the Python
-running the harness needs torch and vLLM's build requirements:
-setuptools_rust setuptools_scm wheel packaging jinja2 cmake ninja (tox.ini
-installs them). The harness checks the sha256 again before unpacking, and a
-cached sdist that no longer matches its pin is moved to the cache's
-quarantine and fetched again.
+it as soon as it is downloaded. pip then prepares the sdist's metadata, which
+would run vLLM's setup.py (torch, cmake, ninja, setuptools_rust...); the
+harness has pip ask a stand-in build backend instead
+(harness/trees/metadata_standin.py), so nothing from the archive ever runs
+and no build tool is needed. The harness checks the sha256 again before
+unpacking, and a cached sdist that no longer matches its pin is moved to the
+cache's quarantine and fetched again.
 
 Trees and sdists live in the harness cache (harness.cache), written under a
 lock in scratch space (harness.scratch) and moved into place only when
@@ -55,12 +55,26 @@ Downloader = Callable[[SdistSource, Path], None]
 
 
 def pip_download(source: SdistSource, dest_dir: Path) -> None:
-    """Download the sdist into dest_dir with pip, in hash-checking mode."""
-    env = {
-        **os.environ,
-        "VLLM_VERSION_OVERRIDE": source.version,
-        "VLLM_TARGET_DEVICE": "empty",
-    }
+    """Download the sdist into dest_dir with pip, in hash-checking mode, its
+    metadata named by the stand-in backend (nothing in the archive runs)."""
+    with scratch.directory(dest_dir.parent, "standin") as standin:
+        package = standin / "setuptools"
+        package.mkdir()
+        (package / "__init__.py").write_text("")
+        shutil.copyfile(
+            Path(__file__).with_name("metadata_standin.py"), package / "build_meta.py"
+        )
+        paths = [str(standin), *filter(None, [os.environ.get("PYTHONPATH")])]
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(paths),
+            "HARNESS_STANDIN_NAME": source.name,
+            "HARNESS_STANDIN_VERSION": source.version,
+        }
+        _pip_download(source, dest_dir, env)
+
+
+def _pip_download(source: SdistSource, dest_dir: Path, env: dict) -> None:
     command = [
         *(sys.executable, "-m", "pip", "download", "--no-deps"),
         *("--no-binary", ":all:", "--no-build-isolation", "--require-hashes"),
@@ -139,8 +153,7 @@ def _verified_sdist(target: Target, downloader: Downloader) -> Path:
             raise SourceError(
                 f"target {target.name}: cannot fetch {source.name}=={source.version} "
                 f"into the cold cache {cache.root()} ({exc}); run once where the "
-                f"package index is reachable, with torch and vLLM's build tools "
-                f"installed (README, Settings), point PIP_INDEX_URL or "
+                f"package index is reachable, point PIP_INDEX_URL or "
                 f"PIP_FIND_LINKS at a mirror that has the sdist, or set "
                 f"HARNESS_CACHE_DIR to a filled cache"
             ) from None
@@ -155,6 +168,41 @@ def _verified_sdist(target: Target, downloader: Downloader) -> Path:
             raise SourceError(_tampered(target, actual))
         os.replace(files[0], archive)
     return archive
+
+
+def sdist_archive(target: Target, downloader: Downloader | None = None) -> Path:
+    """The target's sdist in the cache, its sha256 the pinned one, fetched
+    with `downloader` (by default `pip_download`) if it is missing."""
+    source = target.source
+    if not isinstance(source, SdistSource):
+        raise SourceError(
+            f"target {target.name}'s source is {source.describe()}, not a "
+            f"released sdist"
+        )
+    with cache.lock(cache.pristine_tree(source.identity()).name):
+        try:
+            return _verified_sdist(target, downloader or pip_download)
+        except OSError as exc:
+            raise cache.unusable(exc) from None
+
+
+def sdist_members(target: Target, archive: Path, paths) -> dict[str, bytes | None]:
+    """The bytes of each tree path in the sdist (None where it holds none),
+    read from the archive; nothing is unpacked."""
+    wanted = set(paths)
+    found: dict[str, bytes] = {}
+    try:
+        with tarfile.open(archive) as tar:
+            for member in tar:
+                path = member.name.partition("/")[2]
+                if path in wanted and member.isfile():
+                    found[path] = tar.extractfile(member).read()
+    except _BROKEN_ARCHIVE as exc:
+        raise SourceError(
+            f"target {target.name}: {archive} is not a readable .tar.gz "
+            f"({_first_line(exc)})"
+        ) from None
+    return {path: found.get(path) for path in sorted(wanted)}
 
 
 def _tampered(target: Target, actual: str) -> str:

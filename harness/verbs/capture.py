@@ -4,7 +4,13 @@ import sys
 import time
 from pathlib import Path
 
-from harness.verbs import positive_int, positive_seconds
+from harness.verbs import (
+    add_subscription_arguments,
+    positive_int,
+    positive_seconds,
+    subscription_endpoint,
+    writable_file,
+)
 
 PROGRESS_EVERY_S = 1.0
 
@@ -19,13 +25,7 @@ def register(parser) -> None:
         "sequence make the capture incomplete (its own exit status). Needs "
         "the harness's capture extra (pyzmq)."
     )
-    parser.add_argument(
-        "--zmq",
-        required=True,
-        metavar="ENDPOINT",
-        help="the endpoint in vLLM's kv_events_config: tcp://127.0.0.1:PORT is "
-        "bound here (vLLM connects to it), tcp://*:PORT is connected to",
-    )
+    add_subscription_arguments(parser, required=True)
     parser.add_argument(
         "--out", required=True, metavar="FILE", help="where the payloads go"
     )
@@ -43,9 +43,6 @@ def register(parser) -> None:
         metavar="S",
         help="stop after S seconds (default: no limit; Ctrl-C also stops)",
     )
-    parser.add_argument(
-        "--topic", default="", metavar="T", help="ZMQ topic prefix (default: all)"
-    )
     parser.set_defaults(run=run)
 
 
@@ -55,11 +52,8 @@ def run(args) -> int:
     from harness.errors import OutputError
 
     out = Path(args.out)
-    if out.is_dir():
-        raise OutputError(f"{out} is a directory; give a file name")
-    if not out.parent.is_dir():
-        problem = "is not a directory" if out.parent.exists() else "does not exist"
-        raise OutputError(f"{out}: {out.parent} {problem}")
+    if problem := writable_file(out) or writable_file(sequence_file(out)):
+        raise OutputError(problem)  # before anything arrives
     try:
         with (
             scratch.replacing(out, "capture") as sink,
@@ -78,7 +72,9 @@ def run(args) -> int:
     if capture.sequence.incomplete():
         from harness.errors import IncompleteStream
 
-        raise IncompleteStream(args.zmq, capture.sequence.incomplete())
+        raise IncompleteStream(
+            subscription_endpoint(args)[0], capture.sequence.incomplete()
+        )
     return 0
 
 
@@ -104,7 +100,10 @@ def record(args, sink, numbers) -> Capture:
 
     capture = Capture()
     last_report = time.monotonic()
-    messages = subscribe_numbered(args.zmq, args.topic, args.max_events, args.timeout)
+    endpoint, bind = subscription_endpoint(args)
+    messages = subscribe_numbered(
+        endpoint, args.topic, args.max_events, args.timeout, bind
+    )
     try:
         for seq, payload, count in messages:
             with stop_signals_held():  # a payload and its number, or neither
@@ -139,6 +138,6 @@ def record(args, sink, numbers) -> Capture:
             f" in {args.timeout:g} s" if args.timeout and not capture.stopped else ""
         )
         raise IncompleteStream(
-            args.zmq, f"no message arrived{waited}; {args.out} left as it was"
+            endpoint, f"no message arrived{waited}; {args.out} left as it was"
         )
     return capture

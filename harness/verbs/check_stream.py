@@ -4,7 +4,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.contract import title
-from harness.verbs import positive_int, positive_seconds
+from harness.verbs import (
+    add_subscription_arguments,
+    positive_int,
+    positive_seconds,
+    subscription_endpoint,
+    utf8_text,
+)
 
 WITNESSES_PER_RULE = 5
 
@@ -17,15 +23,23 @@ def register(parser) -> None:
         "messages (a sequence gap, live or in FILE.seq beside a capture) is "
         "incomplete, and unreadable input an error, each with its own status "
         "(python -m harness --help). With several inputs, each is reported and "
-        "the status is the worst."
+        "the status is the worst. Live (--zmq or --listen: the capture extra, "
+        "pyzmq): a check that joins a running engine asks --replay for what it "
+        "missed, else starts at the first AllBlocksCleared (a prefix-cache "
+        "reset, the first complete state) and says where it joined; Ctrl-C "
+        "ends it as --timeout does. A stream of several KV cache groups gets a "
+        "line per group, clean or not."
     )
     parser.add_argument("files", nargs="*", metavar="FILE")
+    add_subscription_arguments(parser, required=False)
     parser.add_argument(
-        "--zmq",
+        "--replay",
+        type=utf8_text,
         metavar="ENDPOINT",
-        help="subscribe to a live publisher (needs the capture extra, pyzmq)",
+        help="the engine's kv_events_config replay_endpoint (vLLM binds it; "
+        "tcp://HOST:PORT), asked for the messages sent before the check "
+        "joined or dropped on the way",
     )
-    parser.add_argument("--topic", default="", help="ZMQ topic prefix (default: all)")
     parser.add_argument(
         "--max-events",
         type=positive_int,
@@ -53,18 +67,22 @@ class Checked:
     source: str
     checker: object
     incomplete: str | None = None
+    notes: tuple[str, ...] = ()
 
 
 def run(args) -> int:
     from harness.errors import IncompleteStream, UnreadableInput
     from harness.log import error
 
-    if not args.files and not args.zmq:
-        args.usage_error("give FILE... or --zmq ENDPOINT")
+    live = args.zmq or args.listen
+    if not args.files and not live:
+        args.usage_error("give FILE... or --zmq ENDPOINT (or --listen ENDPOINT)")
+    if args.replay and not live:
+        args.usage_error("--replay goes with --zmq or --listen")
     status = 0
     sources = [(name, lambda name=name: check_file(Path(name))) for name in args.files]
-    if args.zmq:
-        sources.append((args.zmq, lambda: check_zmq(args)))
+    if live:
+        sources.append((live, lambda: check_zmq(args)))
     for _, check in sources:
         try:
             checked = check()
@@ -139,31 +157,94 @@ def check_file(path: Path) -> Checked:
 
 def check_zmq(args) -> Checked:
     """Check a live subscription until it ends: --max-events, --timeout, or a
-    stop signal (Ctrl-C), which ends the stream as the other two do."""
-    from harness.contract.subscribe import SequenceCheck, subscribe_numbered
-    from harness.contract.wire import decode_batch
+    stop signal (Ctrl-C), which ends the stream as the other two do. Gaps are
+    filled from --replay where it holds them; a stream joined late is checked
+    from its first complete state (`StartPoint`)."""
+    from harness.contract.subscribe import (
+        SequenceCheck,
+        StartPoint,
+        subscribe_numbered,
+        with_replay,
+    )
+    from harness.contract.wire import MAX_PAYLOAD_BYTES, decode_batch
     from harness.errors import Stopped, UnreadableStream
-    from harness.log import progress
     from harness.processes import stop_signals_held
 
+    endpoint, bind = subscription_endpoint(args)
     checker = _checker()
     sequence = SequenceCheck()
-    messages = subscribe_numbered(args.zmq, args.topic, args.max_events, args.timeout)
+    start = StartPoint()
+    replayed: list[tuple[int, int]] = []
+    stopped = received = None
+    subscription = subscribe_numbered(
+        endpoint, args.topic, args.max_events, args.timeout, bind
+    )
     try:
-        for index, (seq, payload, _) in enumerate(messages):
+        received = 0
+        for seq, payload, _ in with_replay(
+            subscription, args.replay, args.topic, replayed
+        ):
             with stop_signals_held():  # a batch is applied whole
+                received += 1
+                events = decode_batch(payload, f"message {seq}").events
+                if (checkable := start.checkable(seq, events)) is None:
+                    continue
+                if sequence.received == 0:
+                    sequence.expected = start.start
                 sequence.see(seq)
-                checker.apply(decode_batch(payload, f"message {index}").events)
+                checker.apply(checkable)
     except UnreadableStream as exc:
-        raise exc.located(args.zmq) from None
-    except (KeyboardInterrupt, Stopped):
-        progress(f"subscription stopped after {sequence.received} message(s)")
+        raise exc.located(endpoint) from None
+    except KeyboardInterrupt:
+        stopped = "Ctrl-C"
+    except Stopped as exc:
+        stopped = str(exc)
     finally:
-        messages.close()
-    if sequence.received == 0:
-        waited = f" in {args.timeout:g} s" if args.timeout else ""
-        return Checked(args.zmq, checker, f"no message arrived{waited}")
-    return Checked(args.zmq, checker, sequence.incomplete())
+        subscription.close()
+    notes = [f"messages {a}-{b} replayed from {args.replay}" for a, b in replayed]
+    if stopped:
+        notes.append(f"stopped by {stopped} after {received} message(s)")
+    if subscription.disconnects:
+        notes.append(
+            f"the publisher's connection closed {subscription.disconnects} "
+            f"time(s): the engine stopped, or sent a message over the "
+            f"{MAX_PAYLOAD_BYTES >> 20} MiB limit (ZMQ refuses it by closing the "
+            f"connection)"
+        )
+    if (joined := start.describe()) is not None:
+        notes.append(joined)
+    checked = Checked(endpoint, checker, notes=tuple(notes))
+    if not received:
+        waited = (
+            f"stopped by {stopped} before any message arrived"
+            if stopped
+            else f"no message arrived in {args.timeout:g} s"
+            if args.timeout
+            else "no message arrived"
+        )
+        return Checked(endpoint, checker, waited, checked.notes)
+    if start.start is None:
+        return Checked(
+            endpoint,
+            checker,
+            f"{joined}, and no AllBlocksCleared followed to start from: nothing "
+            f"checked. Give --replay the engine's replay_endpoint, or reset its "
+            f"prefix cache while checking (POST /reset_prefix_cache, with "
+            f"VLLM_SERVER_DEV_MODE=1)",
+            checked.notes,
+        )
+    incomplete = sequence.incomplete()
+    if (
+        incomplete is None
+        and subscription.disconnects
+        and not (subscription.since_disconnect)
+    ):
+        incomplete = (
+            "the publisher's connection closed after the last message and "
+            "nothing followed: the engine stopped, or its next message was "
+            "refused for its size"
+        )
+    return Checked(endpoint, checker, incomplete, checked.notes)
 
 
 def format_report(checked: Checked) -> list[str]:
@@ -173,6 +254,7 @@ def format_report(checked: Checked) -> list[str]:
         f"{checker.duplicate_stores} stores of an already-live hash, "
         f"{checker.violation_count} violations"
     ]
+    lines.extend(f"  {note}" for note in checked.notes)
     if checked.incomplete:
         lines.append(f"  incomplete: {checked.incomplete}")
     witnesses: dict[str, list] = {}
@@ -184,14 +266,15 @@ def format_report(checked: Checked) -> list[str]:
         lines.extend(f"    {violation}" for violation in witnesses.get(rule, []))
         if found > len(witnesses.get(rule, [])):
             lines.append(f"    ... {found - len(witnesses.get(rule, []))} more")
-    if len(checker.view_kinds) > 1 and checker.view_counts:
+    if len(checker.view_kinds) > 1:  # a line per group, clean or not
+        from harness.contract.checker import view_order
+
         lines.append("  by view (medium, group, kind): violations at events")
-        for key, kind in sorted(checker.view_kinds.items(), key=repr):
-            found = ", ".join(
-                f"{rule} {count}"
-                for (view, rule), count in sorted(checker.view_counts.items())
-                if view == key
-            )
+        by_view = checker.counts_by_view()
+        for key in sorted(checker.view_kinds, key=view_order):
+            rules = by_view.get(key, {})
+            found = ", ".join(f"{rule} {count}" for rule, count in rules.items())
             medium, group = key
+            kind = checker.view_kinds[key]
             lines.append(f"    {medium} group {group} ({kind}): {found or 'none'}")
     return lines

@@ -23,6 +23,7 @@ Only the standard library is needed: the workflow runs this before any install.
 """
 
 import json
+import os
 from pathlib import Path
 
 from harness.contract import CLASSES
@@ -74,21 +75,30 @@ def print_summary(args) -> int:
 
 
 def print_releases(args) -> int:
+    """The tables of the reports that can be read; a line (status 9) for each
+    that cannot, which never hides the others' rows."""
+    from harness.errors import UnreadableInput
+    from harness.log import error
     from harness.verdict import read_verdict
 
-    verdicts, engines = [], []
+    verdicts, engines, status = [], [], 0
     for report in args.reports:
-        if (e2e := read_e2e_report(report)) is not None:
-            engines.append(e2e)
-        else:
-            verdicts.append(read_verdict(report))
+        try:
+            if (e2e := read_e2e_report(report)) is not None:
+                engines.append(e2e)
+            else:
+                verdicts.append(read_verdict(report))
+        except UnreadableInput as exc:
+            error(str(exc))
+            status = UnreadableInput.exit_code
     tables = []
     if verdicts:
         tables.append(releases_table(verdicts))
     if engines:
         tables.append(e2e_table(engines))
-    print("\n\n".join(tables))
-    return 0
+    if tables:
+        print("\n\n".join(tables))
+    return status
 
 
 def matrix(targets: dict[str, Target]) -> dict:
@@ -157,17 +167,19 @@ def summary(reports: list[Path]) -> tuple[str, int]:
 
     rows, notes, unreadable = [], [], 0
     for report in reports:
-        if not report.exists():
+        if not os.path.lexists(report):
             notes.append(
-                f"No verdict at `{report}`: the run stopped before writing one "
-                "(see the job's log)."
+                _one_line(
+                    f"No verdict at `{report}`: the run stopped before writing "
+                    "one (see the job's log)."
+                )
             )
             continue
         try:
             row = read_verdict(report).row()
         except UnreadableInput as exc:
             error(str(exc))
-            notes.append(f"Unreadable verdict at `{report}`: {exc}")
+            notes.append(_one_line(f"Unreadable verdict at `{report}`: {exc}"))
             unreadable += 1
             continue
         rows.append([row[column] for column in COLUMNS])
@@ -180,7 +192,18 @@ def summary(reports: list[Path]) -> tuple[str, int]:
 
 
 def _table_line(cells) -> str:
-    return "| " + " | ".join(cells) + " |"
+    return "| " + " | ".join(map(_cell, cells)) + " |"
+
+
+def _cell(text: str) -> str:
+    """A cell that stays one cell of one row, whatever a report holds: its
+    pipes escaped, its line breaks <br>, no HTML tag of its own."""
+    text = text.replace("<", "&lt;").replace("|", "\\|")
+    return "<br>".join(text.splitlines()) if text else text
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.splitlines())
 
 
 # A verdict's row up to its added tests, then the conformance suite's.
@@ -255,18 +278,21 @@ def read_e2e_report(path: Path) -> dict | None:
     reads and judges those). UnreadableInput for an e2e report that lacks a
     field or has one of the wrong kind."""
     from harness.errors import UnreadableInput
+    from harness.verdict import read_small, strict_json
 
     try:
-        data = json.loads(path.read_bytes())
+        data = strict_json(read_small(path))
     except (OSError, ValueError):
         return None  # read_verdict says what is wrong with it
     if not isinstance(data, dict) or data.get("kind") != E2E_KIND:
         return None
     try:
-        e2e_rows(data)
+        for row in e2e_rows(data):
+            _table_line(row)  # every cell is text
+        _version_key(data["target"])
     except KeyError as exc:
         raise UnreadableInput(f"{path}: not an e2e report: no field {exc}") from None
-    except (TypeError, AttributeError, ValueError) as exc:
+    except (TypeError, AttributeError, ValueError, ArithmeticError) as exc:
         raise UnreadableInput(
             f"{path}: not an e2e report: a field of the wrong kind ({exc})"
         ) from None

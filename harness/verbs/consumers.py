@@ -2,7 +2,7 @@
 
 from harness.consumers import DEFAULT_OPS, DEFAULT_SEEDS
 from harness.targets import TIERS
-from harness.verbs import add_target_arguments
+from harness.verbs import COST, add_target_arguments
 
 
 def register(parser) -> None:
@@ -10,7 +10,10 @@ def register(parser) -> None:
         "Run the seeded workloads in the pristine and the patched trees of a "
         "target, apply their KV events to NVIDIA Dynamo's RadixTree and print "
         "rejected stores and removals per cause. Needs the harness's consumers "
-        "extra (ai-dynamo-runtime)."
+        "extra (ai-dynamo-runtime) and vLLM's requirements (`python -m harness "
+        f"deps`), checked before any work. Costs, {COST}: about 4 min with the "
+        "trees cached (docs/consumers.md); `tox -e consumers` sets it all up "
+        "(2.9 GB)."
     )
     add_target_arguments(parser, target_default="main", several_tiers=True)
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
@@ -20,7 +23,9 @@ def register(parser) -> None:
 
 def run(args) -> int:
     from harness.consumers.replay import compare, render
+    from harness.trees.preflight import extra, require, vllm_requirements
 
+    require(extra("consumers"), vllm_requirements(args.target), toxenv="consumers")
     comparisons = compare(args.target, args.tiers or list(TIERS), args.seeds, args.ops)
     print(render(comparisons))
     return 0

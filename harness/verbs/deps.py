@@ -1,9 +1,15 @@
 """`deps`: pip install what a target's upstream tests import."""
 
-from harness.verbs import add_target_arguments
+from harness.verbs import COST, add_target_arguments
 
 
 def register(parser) -> None:
+    parser.description += (
+        ": vLLM's requirements/common.txt of the target's tree and what its "
+        f"tests import besides, into this environment. Costs, {COST}: about "
+        "2 min and 2.6 GB (115 s measured for 0.33.0 in a fresh venv, the "
+        "sdist fetched first), the torch 2.13.0 CPU wheel included."
+    )
     add_target_arguments(parser, tier=False)
     parser.set_defaults(run=run)
 
@@ -11,5 +17,8 @@ def register(parser) -> None:
 def run(args) -> int:
     from harness.targets import get_target
     from harness.trees.deps import install_test_requirements
+    from harness.trees.preflight import require_pip
 
-    return install_test_requirements(get_target(args.target))
+    target = get_target(args.target)
+    require_pip()
+    return install_test_requirements(target)

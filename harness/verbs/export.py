@@ -35,6 +35,14 @@ def register(parser) -> None:
         "`python -m harness test` wrote for this target and tier)",
     )
     parser.add_argument(
+        "--patches",
+        type=patch_range,
+        metavar="FIRST[-LAST]",
+        help="export only these patches of the tier's series (1-based, LAST "
+        "defaults to the end), committed on top of the ones before them: a "
+        "first pull request (--patches 1-3) and its follow-up (--patches 4)",
+    )
+    parser.add_argument(
         "--no-fail-before-fix",
         dest="fail_before_fix",
         action="store_false",
@@ -45,10 +53,31 @@ def register(parser) -> None:
     parser.set_defaults(run=run)
 
 
+def patch_range(text: str) -> tuple[int, int | None]:
+    """``3`` or ``1-3`` or ``2-``: (first, last), last None for the end."""
+    import argparse
+
+    first, dash, last = text.partition("-")
+    try:
+        found = (int(first), int(last) if last else None)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not FIRST or FIRST-LAST (patch numbers from 1)"
+        ) from None
+    if not dash:
+        found = (found[0], found[0])
+    if found[0] < 1 or (found[1] is not None and found[1] < found[0]):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a range of patches")
+    return found
+
+
 def run(args) -> int:
     from harness.errors import SubmitterError
     from harness.log import progress, warning
+    from harness.processes import require_program
+    from harness.series.discussion import ISSUE_COMMENT, RFC_ISSUE
     from harness.series.mail import export_series
+    from harness.series.related_work import ISSUE
     from harness.series.submitter import resolve_submitter
     from harness.targets import get_target
 
@@ -57,11 +86,18 @@ def run(args) -> int:
             "export signs every patch off in your name and says in the PR body "
             "that you reviewed every changed line; confirm it with " + REVIEWED
         )
+    require_program("git", "export commits and formats the series with it")
     submitter = resolve_submitter(args.submitter)
     target = get_target(args.target)
     progress(f"submitting as {submitter}")
     export = export_series(
-        target, args.tier, args.out, submitter, args.verdict, args.fail_before_fix
+        target,
+        args.tier,
+        args.out,
+        submitter,
+        args.verdict,
+        args.fail_before_fix,
+        args.patches,
     )
     print(f"wrote {len(export.files)} files to {args.out}:")
     for path in export.files:
@@ -74,6 +110,11 @@ def run(args) -> int:
     print(
         "mails: git am --keep-non-patch (skip 0000-cover-letter.patch), or "
         "git send-email"
+    )
+    print(
+        f"first: post {ISSUE_COMMENT} on vllm-project/vllm#{ISSUE} and wait for a "
+        f"maintainer's answer before opening the pull request"
+        + (f"; then open the RFC issue from {RFC_ISSUE}" if export.rfc else "")
     )
     print(
         "before opening it: re-run the duplicate-work checks pr-body.md lists, and "

@@ -6,7 +6,7 @@ from pathlib import Path
 from harness.consumers import DEFAULT_OPS, DEFAULT_PROBES, DEFAULT_SEEDS
 from harness.runs.drivers import CONFIGS
 from harness.targets import TIERS
-from harness.verbs import add_target_arguments
+from harness.verbs import COST, add_target_arguments
 
 
 def register(parser) -> None:
@@ -17,7 +17,10 @@ def register(parser) -> None:
         "its predicted hits with the hits the engine's lookup gives: exact, "
         "over- and under-predicted, per config, tree and KV cache group. "
         "--dynamo adds NVIDIA Dynamo's RadixTree (needs the consumers extra, "
-        "ai-dynamo-runtime). docs/consumers.md, 'Router fidelity'."
+        "ai-dynamo-runtime). docs/consumers.md, 'Router fidelity'. Needs "
+        "vLLM's requirements (`python -m harness deps`), checked before any "
+        f"work. Costs, {COST}: about 3 min with --dynamo and the trees cached, "
+        "0.5 GB of harness cache per target for its trees."
     )
     add_target_arguments(parser, target_default="main", several_tiers=True)
     parser.add_argument(
@@ -78,10 +81,18 @@ def named_trees(args, given: dict[str, Path]) -> dict[str, Path]:
 def run(args) -> int:
     from harness.consumers.dynamo import dynamo_core
     from harness.consumers.fidelity import measure, render
+    from harness.targets import get_target
+    from harness.trees.preflight import extra, require, vllm_requirements
 
     if args.seeds < 1 or args.ops < 1 or args.probes < 1:
         args.usage_error("--seeds, --ops and --probes take a positive number")
     given = given_trees(args)
+    target = get_target(args.target)
+    require(
+        vllm_requirements(target.name),
+        extra("consumers") if args.dynamo else None,
+        toxenv="consumers" if args.dynamo else target.toxenv("default"),
+    )
     if args.dynamo:
         dynamo_core()
     table = measure(

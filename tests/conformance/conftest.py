@@ -116,6 +116,21 @@ class Conformance:
                 }
         return self.runs[key]
 
+    def reset_timing(self) -> dict[str, bool]:
+        """Per tree: whether its scheduler publishes a prefix-cache reset's
+        events at once (harness.runs.reset_probe)."""
+        outs = {
+            name: self.scratch / f"{name}-reset-probe.json" for name in self.workers
+        }
+        for name, worker in self.workers.items():
+            worker.submit({"reset_probe": True, "out": str(outs[name])})
+        for worker in self.workers.values():
+            worker.wait()
+        return {
+            name: json.loads(out.read_text())["published_at_reset"]
+            for name, out in outs.items()
+        }
+
     def long_pair(self, config: str) -> dict[str, Run]:
         return self.pair(config, *LONG_WORKLOAD)
 

@@ -11,13 +11,17 @@ import pytest
 
 from harness.consumers import DEFAULT_OPS, DEFAULT_SEEDS
 from harness.consumers.replay import compare
-from harness.targets import TIERS
+from harness.targets import TIERS, Target, get_target
 
 
 @pytest.fixture(scope="session")
-def comparisons():
-    target = os.environ.get("HARNESS_TARGET", "main")
+def target() -> Target:
+    return get_target(os.environ.get("HARNESS_TARGET", "main"))
+
+
+@pytest.fixture(scope="session")
+def comparisons(target):
     return {
         comparison.tier: comparison
-        for comparison in compare(target, TIERS, DEFAULT_SEEDS, DEFAULT_OPS)
+        for comparison in compare(target.name, TIERS, DEFAULT_SEEDS, DEFAULT_OPS)
     }

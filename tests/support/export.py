@@ -9,9 +9,9 @@ from harness.series.submitter import PROJECT_IDENTITIES
 from harness.verdict import Conformance, Verdict
 from support.trees import diff, target_table, use_checkout, write_pins, write_tree
 
-SUBMITTER = "Jane Doe <jane@example.org>"
+SUBMITTER = "Jane Doe <jane@doe.name>"
 PLACEHOLDER = str(PROJECT_IDENTITIES[0])
-PERSON = "Ada Lovelace <ada@example.org>"
+PERSON = "Ada Lovelace <ada@lovelace.name>"
 POOL = "def capacity():\n    return 4\n"
 TEST_POOL = (
     "from vllm.pool import capacity\n\n\n"
@@ -86,6 +86,32 @@ ADDED_TESTS = [
     "tests/test_ancestry.py::test_filled",
     "tests/test_old.py::test_old_module_is_gone",
 ]
+
+
+def kv_events_source(fields: int) -> str:
+    """A vllm/distributed/kv_events.py whose BlockStored declares ``fields``
+    fields (7 required, the rest optional), defined as vLLM defines it, with
+    imports the wire measurement must not need."""
+    required = (
+        "block_hashes: list[ExternalBlockHash]",
+        "parent_block_hash: ExternalBlockHash | None",
+        "token_ids: list[int]",
+        "block_size: int",
+        "lora_id: int | None",
+        "medium: str | None",
+        "lora_name: str | None",
+    )
+    optional = tuple(f"optional_{n}: int | None = None" for n in range(fields - 7))
+    body = "".join(f"    {line}\n" for line in (*required, *optional))
+    return (
+        "import zmq  # not installed where the measurement runs\n"
+        "import msgspec\n"
+        "from vllm.v1.core.kv_cache_utils import ExternalBlockHash\n\n\n"
+        "class KVCacheEvent(msgspec.Struct, omit_defaults=True, gc=False, tag=True):\n"
+        '    """Base class."""\n\n\n'
+        f"class BlockStored(KVCacheEvent):\n{body}\n\n"
+        "class Unrelated:\n    pass\n"
+    )
 
 
 def make_target(root: Path, monkeypatch, patches=None, series=SERIES):

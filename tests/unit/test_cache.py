@@ -7,3 +7,56 @@ def test_cache_dir_follows_override_then_xdg(monkeypatch, tmp_path):
     monkeypatch.delenv("HARNESS_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache.root() == tmp_path / "xdg" / "vllm-kv-series"
+
+
+def test_a_cache_that_is_a_symlink_loop_is_one_line(monkeypatch, tmp_path, capsys):
+    from harness import cli
+
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "a"))
+    assert cli.main(["fetch", "--target", "main"]) == 17
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: the harness cache {tmp_path / 'a'} cannot be used: ")
+    assert err.rstrip().endswith("; set HARNESS_CACHE_DIR to a directory")
+    assert err.count("\n") == 1
+
+
+def test_a_run_waiting_for_a_lock_says_for_whom(monkeypatch, tmp_path, capsys):
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from support import REPO_ROOT
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import pathlib, sys, time\n"
+            "from harness import cache\n"
+            "with cache.lock('tree-x'):\n"
+            f"    pathlib.Path({str(ready)!r}).touch()\n"
+            f"    while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.02)\n",
+            "fetch",
+            "--target",
+            "main",
+        ],
+        cwd=REPO_ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    while not ready.exists():
+        assert holder.poll() is None
+        time.sleep(0.02)
+    threading.Timer(0.5, go.touch).start()
+    with cache.lock("tree-x"):
+        pass
+    holder.wait(timeout=60)
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"harness: waiting for tree-x in the harness cache, which another run "
+        f"holds (pid {holder.pid}, python -m harness fetch --target main, since "
+    )

@@ -14,7 +14,7 @@ PACKAGE = REPO_ROOT / "harness"
 # Lowest first. A module's layer is that of its top-level name under harness.
 LAYERS = (
     {"__init__", "errors", "log", "checkout", "processes", "scratch"},
-    {"contract", "targets", "tiers", "cache", "verdict"},
+    {"contract", "pins", "tiers", "targets", "cache", "verdict"},
     {"trees"},
     {"series"},
     {"runs"},

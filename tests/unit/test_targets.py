@@ -406,3 +406,88 @@ def test_streams_name_a_known_stream_for_a_known_tier(tmp_path, streams, message
     path = write_pins(tmp_path, DEFAULTS + MAIN + f"streams = {streams}\n")
     with pytest.raises(TargetError, match=message):
         load_targets(path)
+
+
+def test_a_same_as_chain_of_any_length_resolves(tmp_path):
+    chain = (
+        "".join(f'[targets.t{n}]\nsame_as = "t{n + 1}"\n' for n in range(5_000))
+        + f'[targets.t5000]\ndescription = "the end"\nsource = {SOURCE}\n'
+    )
+    targets = load_targets(write_pins(tmp_path, DEFAULTS + chain))
+    assert targets["t0"].description == "the end"
+    assert targets["t0"].source.version == "1.2.3"
+
+
+def test_a_long_same_as_circle_is_one_short_line(tmp_path):
+    chain = "".join(
+        f'[targets.t{n}]\nsame_as = "t{(n + 1) % 2000}"\n' for n in range(2000)
+    )
+    with pytest.raises(TargetError) as raised:
+        load_targets(write_pins(tmp_path, DEFAULTS + chain))
+    assert str(raised.value) == (
+        "target t1999: same_as goes round in a circle: "
+        "t0 -> t1 -> t2 -> ... -> t1997 -> t1998 -> t1999 -> t0"
+    )
+
+
+def test_a_pin_file_nested_too_deep_is_one_line(tmp_path):
+    path = write_pins(tmp_path, "x = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(TargetError, match="arrays or tables nested too deep"):
+        load_targets(path)
+
+
+@pytest.mark.parametrize(
+    "name", ["../x", "../../outside", "a/b", ".hidden", "-rf", "", "x" * 65, "é"]
+)
+def test_a_target_name_that_is_not_an_identifier_is_refused(tmp_path, name):
+    table = target_table(SOURCE).replace("[targets.t]", f'[targets."{name}"]')
+    with pytest.raises(TargetError) as raised:
+        load_targets(write_pins(tmp_path, table))
+    assert str(raised.value) == (
+        f"{tmp_path / 'harness' / 'targets.toml'}: target name {name!r} is not a "
+        f"name: letters, digits, '.', '_' and '-', starting with a letter or a "
+        f"digit, at most 64 (the harness names files after it)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("patches", '"/etc"', "field patches must be a directory of the checkout"),
+        ("patches", '"../x"', "field patches must be a directory of the checkout"),
+        (
+            "series",
+            '{ default = "../../series" }',
+            "field series.default must name a file of the patches directory",
+        ),
+    ],
+)
+def test_patches_and_series_stay_in_the_checkout(tmp_path, field, value, message):
+    table = target_table(SOURCE).replace(f"\n{field} = ", f"\n{field} = {value}\n#")
+    with pytest.raises(TargetError, match=re.escape(f"target t: {message}")):
+        load_targets(write_pins(tmp_path, table))
+
+
+@pytest.mark.parametrize("verb", [["test"], ["fetch"], ["apply", "--dest", "out"]])
+def test_a_target_named_to_escape_the_cache_writes_nothing(
+    tmp_path, monkeypatch, capsys, cache, verb
+):
+    from support.digest import changed, tree_digest
+    from support.trees import use_checkout, write_tree
+
+    from harness import cli
+
+    name = "../../escaped"
+    write_tree(tmp_path / "pristine", {"README.md": "pristine\n"})
+    write_tree(tmp_path / "patches", {"series": "# none\n"})
+    table = target_table('{ path = "pristine" }').replace(
+        "[targets.t]", f'[targets."{name}"]'
+    )
+    use_checkout(monkeypatch, write_pins(tmp_path, table))
+    monkeypatch.chdir(tmp_path)
+    before = tree_digest(tmp_path.parent)
+    assert cli.main([verb[0], "--target", name, *verb[1:]]) == TargetError.exit_code
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path / 'harness' / 'targets.toml'}: target ")
+    assert err.count("\n") == 1
+    assert changed(before, tree_digest(tmp_path.parent)) == []

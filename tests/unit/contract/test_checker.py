@@ -224,3 +224,31 @@ def test_witnesses_per_rule_bound_what_is_kept_not_what_is_counted():
         ("C2", 1),
         ("C2", 2),
     ]
+
+
+def test_violations_by_view_in_order_whatever_the_mix_of_none_and_values():
+    from harness.contract.checker import view_order
+
+    checker = StreamChecker()
+    checker.apply(
+        [
+            stored([1], 99, group=0, medium=None),
+            stored([2], 98, group=None, medium=GPU),
+            stored([3], 97, group=0, medium=GPU),
+            stored([4], 96, group=10, medium=GPU),
+            stored([5], 95, group=9, medium=GPU),
+            removed([6], group=9, medium=GPU),
+        ]
+    )
+    assert checker.counts_by_view() == {
+        (None, 0): {"C1": 1},
+        (GPU, None): {"C1": 1},
+        (GPU, 0): {"C1": 1},
+        (GPU, 9): {"C1": 1, "C2": 1},
+        (GPU, 10): {"C1": 1},
+    }
+    assert sorted([(GPU, 2), (None, None), ("CPU", 1)], key=view_order) == [
+        (None, None),
+        ("CPU", 1),
+        (GPU, 2),
+    ]

@@ -111,7 +111,9 @@ ANCESTRY = ("partial:first@full_attention", stored([H[6]], H[4], tokens=TOKENS[4
 ENTRY = ("partial:first@full_attention", stored([H[8]], H[6], tokens=TOKENS[6:]))
 
 
-def test_c7_accepts_ancestry_stores_and_their_removals_of_a_fixed_class():
+def ancestry_pair():
+    """A run whose entry names a boundary no event reported, and the same run
+    with that boundary stored before the entry and removed after it."""
     pristine = replay(
         run_of([(FULL, full_block()), ENTRY], [("evict", removed([H[8]]))])
     )
@@ -121,6 +123,11 @@ def test_c7_accepts_ancestry_stores_and_their_removals_of_a_fixed_class():
             [("evict", removed([H[8]])), ("evict", removed([H[6]]))],
         )
     )
+    return pristine, patched
+
+
+def test_c7_accepts_ancestry_stores_and_their_removals_of_a_fixed_class():
+    pristine, patched = ancestry_pair()
     assert pristine.classes["K1"] == 1 and patched.classes["K1"] == 0
     assert wire_differences(pristine, patched) == []
 
@@ -294,15 +301,7 @@ def test_c7_lets_a_holdings_tier_rewrite_a_partial_entry_store():
 
 
 def test_c7_lets_a_holdings_tier_add_no_ancestry():
-    pristine = replay(
-        run_of([(FULL, full_block()), ENTRY], [("evict", removed([H[8]]))])
-    )
-    patched = replay(
-        run_of(
-            [(FULL, full_block()), ANCESTRY, ENTRY],
-            [("evict", removed([H[8]])), ("evict", removed([H[6]]))],
-        )
-    )
+    pristine, patched = ancestry_pair()
     assert wire_differences(pristine, patched) == []
     assert wire_differences(pristine, patched, holdings=True) == [
         f"op 0 ({ANCESTRY[0]}): added BlockStored is no rewritten pristine store",

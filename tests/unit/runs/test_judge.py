@@ -93,14 +93,19 @@ def served(sent, cached):
     return ServedRequest("shared", REQUEST, HASHES, sent, cached)
 
 
-def test_each_request_is_predicted_from_the_batches_published_before_it():
+def first_blocks():
+    """A payload storing the request's first cache block in both groups."""
     block = {"block_size": BLOCK_SIZE}
+    return payload(
+        stored([4], None, **block, **ATTENTION),
+        stored([4], None, **block, **MAMBA),
+    )
+
+
+def test_each_request_is_predicted_from_the_batches_published_before_it():
     report = judge(
         session(
-            payload(
-                stored([4], None, **block, **ATTENTION),
-                stored([4], None, **block, **MAMBA),
-            ),
+            first_blocks(),
             # The partial entry at 160, in both groups, after the first request.
             payload(
                 stored([5], 4, block_size=HBS, **ATTENTION),
@@ -141,13 +146,9 @@ def reset(sent):
 def test_a_reset_is_late_when_its_clear_follows_the_next_request(cleared_at, late):
     """The clear must reach the stream between the reset and the request
     sent after it; until it does, the router still holds the old blocks."""
-    block = {"block_size": BLOCK_SIZE}
     report = judge(
         session(
-            payload(
-                stored([4], None, **block, **ATTENTION),
-                stored([4], None, **block, **MAMBA),
-            ),
+            first_blocks(),
             payload(cleared(), ts=cleared_at),
             requests=[reset(sent=2.0), served(sent=3.0, cached=0)],
         )

@@ -27,3 +27,54 @@ def test_a_run_that_ran_nothing_is_refused(tmp_path):
     tree = write_tree(tmp_path / "tree", UPSTREAM_TREE)
     with pytest.raises(TestRunError, match="pytest on the pristine tree exited 4"):
         run_upstream(tree, ("tests/test_absent.py",), "0", "pristine")
+
+
+def test_pytest_output_goes_to_the_log_and_progress_counts_outcomes(
+    tmp_path, monkeypatch, capsys
+):
+    from harness.runs import upstream
+
+    monkeypatch.setattr(upstream, "PROGRESS_EVERY_S", 0.2)
+    slow = "import time\n\ndef test_slow():\n    time.sleep(1.5)\n"
+    tree = write_tree(tmp_path / "tree", {**UPSTREAM_TREE, "tests/test_z.py": slow})
+    log = tmp_path / "logs" / "patched.log"
+    outcomes = run_upstream(tree, ("tests",), "0", "patched", log)
+    err = capsys.readouterr().err
+    assert outcomes["tests/test_z.py::test_slow"] == "passed"
+    assert f"; output in {log}\n" in err
+    assert "harness: upstream tests, patched tree: " in err
+    assert " so far (" in err  # a progress line while test_slow ran
+    done = [
+        line for line in err.splitlines() if " in " in line and "so far" not in line
+    ]
+    assert done[-1].startswith(
+        "harness: upstream tests, patched tree: "
+        "5 passed, 1 failed, 1 skipped, 1 xfailed"
+    )
+    assert "test_slow PASSED" in log.read_text()
+    assert "PASSED" not in err  # pytest's own lines only with echo
+
+
+def test_echo_shows_pytest_output_as_well(tmp_path, capsys):
+    tree = write_tree(tmp_path / "tree", UPSTREAM_TREE)
+    run_upstream(tree, ("tests/test_a.py",), "0", "pristine", tmp_path / "a.log", True)
+    assert "test_capacity PASSED" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("line", "counted"),
+    [
+        ("[gw1] [ 50%] PASSED tests/a.py::test_x \n", "1 passed"),
+        ("tests/a.py::test_x FAILED                      [ 20%]\n", "1 failed"),
+        ("[gw0] [100%] ERROR tests/a.py::test_y \n", "1 errors"),
+        ("FAILED tests/a.py::test_x - AssertionError\n", "no test done"),
+        ("tests/a.py::test_ERROR_name PASSED [  5%]\n", "1 passed"),
+        ("tests/a.py::test_s SKIPPED (not on this machine)   [ 62%]\n", "1 skipped"),
+    ],
+)
+def test_the_tally_reads_only_pytest_outcome_lines(line, counted):
+    from harness.runs.upstream import Tally
+
+    tally = Tally()
+    tally.see(line)
+    assert str(tally) == counted

@@ -1,3 +1,5 @@
+import importlib.util
+
 import pytest
 from support.export import (
     PATCHES,
@@ -10,6 +12,7 @@ from support.export import (
 )
 from support.trees import diff, write_tree
 
+from harness.errors import MissingDependency
 from harness.series.evidence import patch_tests
 from harness.series.gitrepo import git
 
@@ -147,6 +150,83 @@ def test_skipping_the_runs_is_said_in_the_body(tmp_path, monkeypatch, cache):
     write_verdict(cache / "reports" / "t-default-ci.json")
     assert export(tmp_path / "out") == 0
     body = (tmp_path / "out" / "pr-body.md").read_text()
-    assert "**Fail-before-fix:** not run for this description." in body
+    assert "**Each commit's tests, without and with its fix:** not run." in body
     assert "$ git checkout" not in body
     assert "- [ ] **Testing and Validation:**" in body
+
+
+def test_a_python_without_pytest_is_refused_before_any_work(
+    tmp_path, monkeypatch, cache, capsys
+):
+    make_target(tmp_path, monkeypatch)
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *rest: None if name == "pytest" else find_spec(name, *rest),
+    )
+    code = export(tmp_path / "out", evidence=True)
+    assert code == MissingDependency.exit_code
+    err = capsys.readouterr().err
+    last = err.splitlines()[-1]
+    assert last.startswith("error: export runs each patch's tests")
+    assert "has no pytest" in last and "`tox -e vllm-t --notest`" in last
+    assert "harness: copying" not in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+CONFTEST = (
+    "import os\n"
+    "import tblib_is_not_installed\n"
+    "from vllm import pool\n"
+    "from tests import helpers\n"
+)
+REQUIREMENTS = (
+    "# vLLM's own\n"
+    "msgspec\n"
+    "no-such-distribution-here >= 1.0  # a comment\n"
+    "only-on-another-os; sys_platform == 'no-such-platform'\n"
+    "-r other.txt\n"
+)
+
+
+def test_what_the_trees_tests_need_is_checked_before_any_work(
+    tmp_path, monkeypatch, cache, capsys
+):
+    make_target(tmp_path, monkeypatch)
+    write_tree(
+        tmp_path / "pristine",
+        {
+            "tests/conftest.py": CONFTEST,
+            "tests/helpers.py": "",
+            "requirements/common.txt": REQUIREMENTS,
+        },
+    )
+    code = export(tmp_path / "out", evidence=True)
+    assert code == MissingDependency.exit_code
+    err = capsys.readouterr().err
+    last = err.splitlines()[-1]
+    assert "lacks tblib_is_not_installed, no-such-distribution-here;" in last
+    assert "harness: copying" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_import_error_is_never_written_as_evidence(
+    tmp_path, monkeypatch, cache, capsys
+):
+    needs = "import tblib_is_not_installed\n\n\ndef test_x():\n    assert False\n"
+    patches = {
+        "0001-report-the-parent.patch": mail(
+            PLACEHOLDER,
+            "[Bugfix] A test that needs what is not installed",
+            "Its module cannot be imported here.",
+            diff("tests/test_needs.py", None, needs),
+        )
+    }
+    make_target(tmp_path, monkeypatch, patches, series="0001-report-the-parent.patch\n")
+    write_verdict(cache / "reports" / "t-default-ci.json")
+    code = export(tmp_path / "out", evidence=True)
+    assert code == MissingDependency.exit_code
+    err = capsys.readouterr().err
+    assert "pytest could not import tblib_is_not_installed" in err.splitlines()[-1]
+    assert not (tmp_path / "out").exists()

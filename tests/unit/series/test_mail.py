@@ -16,9 +16,10 @@ from support.export import (
     make_target,
     write_verdict,
 )
-from support.trees import diff
+from support.trees import diff, write_tree
 
 from harness.errors import ExportError, OutputError, UnreadableInput
+from harness.series import discussion, pr_body, pr_prose
 from harness.series.apply import build_patched_tree
 from harness.verdict import Conformance
 
@@ -146,13 +147,13 @@ def test_cover_letter_is_filled_with_title_series_and_verdict(
         "`test_capacity`)\n"
     ) in letter
     assert "2. [Core] Add the ancestry module\n" in letter
-    assert "3. [Misc] Drop the old module (optional)\n" in letter
+    assert "3. [Misc] Drop the old module\n" in letter
     assert "| passed | 1 | 4 |\n" in letter
     assert "Regressions: 0." in letter
-    assert "(passed: 4 passed, 0 failed)" in letter
-    assert "| K1 unreported ancestry | 7 | 0 |\n" in letter
-    assert "| C1 parent closure | 7 | 0 |\n" in letter
-    assert "**Fail-before-fix:** not run for this description." in letter
+    assert "(passed: 4 checks passed, 0 failed)" in letter
+    assert f"| {pr_prose.plain('K1')} | 7 | 0 |\n" in letter
+    assert f"| {pr_prose.plain('C1')} | 7 | 0 |\n" in letter
+    assert "**Each commit's tests, without and with its fix:** not run." in letter
     assert "- #58121 " in letter
     assert "I, Jane Doe, reviewed every changed line" in letter
     assert "git am --keep-non-patch" in letter
@@ -184,7 +185,7 @@ def test_missing_verdict_is_said_plainly_and_warned(
     err = capsys.readouterr().err
     assert "warning: no verdict for target t tier default" in err
     letter = (tmp_path / "mails" / "0000-cover-letter.patch").read_text()
-    assert "No verdict was found for this target and tier" in letter
+    assert "No test run was found for this series" in letter
     assert "**vLLM's tests**" not in letter
     assert "| passed |" not in letter
 
@@ -347,6 +348,9 @@ def test_verdict_taken_at_a_revision_with_another_series_is_warned(
 
     assert warnings_with(taken_at) == []
     assert warnings_with("unknown (not a git checkout)") == []
+    # A file of the directory that no series lists is no part of the series.
+    write_tree(tmp_path / "patches", {"alternatives/other.patch": "not a tier\n"})
+    assert warnings_with(f"{taken_at}-dirty") == []
     assert warnings_with("0123456789ab") == [
         f"warning: the verdict {verdict} was taken at revision 0123456789ab, which "
         "this checkout does not have: it may be a verdict of another series; "
@@ -356,6 +360,129 @@ def test_verdict_taken_at_a_revision_with_another_series_is_warned(
     patch.write_text(patch.read_text().replace("A new module.", "A module."))
     assert warnings_with(f"{taken_at}-dirty") == [
         f"warning: the verdict {verdict} was taken at revision {taken_at}-dirty, "
-        "whose patches/ differs from this checkout's: it may be a verdict of "
-        "another series; rerun `python -m harness test --target t --tier default`"
+        "whose patches/series or its patches differ from this checkout's: it "
+        "may be a verdict of another series; rerun `python -m harness test "
+        "--target t --tier default`"
     ]
+
+
+def test_a_part_of_the_series_goes_on_top_of_the_patches_before_it(
+    tmp_path, monkeypatch, cache
+):
+    target = make_target(tmp_path, monkeypatch)
+    assert export(tmp_path / "first", "--tier", "strict", "--patches", "1-2") == 0
+    assert export(tmp_path / "second", "--tier", "strict", "--patches", "3") == 0
+    first, second = patches_in(tmp_path / "first"), patches_in(tmp_path / "second")
+    assert len(first) == 3 and len(second) == 2  # with their cover letters
+
+    body = (tmp_path / "first" / "pr-body.md").read_text()
+    assert (
+        "This PR holds commits 1-2 of a series of 3. A follow-up PR brings "
+        "commit 3 ([Misc] Drop the old module)."
+    ) in body
+    body = (tmp_path / "second" / "pr-body.md").read_text()
+    assert (
+        "This PR holds commit 3 of a series of 3. It follows the PR of commits "
+        "1-2 ([Bugfix][KV Events] Report the parent; [Core] Add the ancestry "
+        "module), which must land first."
+    ) in body
+    assert "1. [Misc] Drop the old module\n" in body
+    assert "Report the parent\n" not in body.split("Commits, against", 1)[1]
+
+    # The follow-up names the first part's patches as its prerequisites.
+    letter = second[0].read_text()
+    assert letter.count("prerequisite-patch-id: ") == 2
+    base = [line for line in letter.splitlines() if line.startswith("base-commit")]
+    assert base and base[0] in first[0].read_text()
+
+    # Both parts, applied in order, give the strict tree.
+    checkout = tmp_path / "checkout"
+    shutil.copytree(tmp_path / "pristine", checkout)
+    git(checkout, "init", "--quiet")
+    git(checkout, "add", "--all", "--force", ".")
+    git(checkout, "commit", "--quiet", "-m", "pristine")
+    git(checkout, "am", "--keep-non-patch", *map(str, first[1:] + second[1:]))
+    applied = build_patched_tree(target, "strict", tmp_path / "applied")
+    assert tree_files(checkout) == tree_files(applied)
+
+
+def test_the_fail_before_fix_runs_are_those_of_the_part(tmp_path, monkeypatch, cache):
+    make_target(tmp_path, monkeypatch)
+    out = tmp_path / "out"
+    assert export(out, "--tier", "strict", "--patches", "3", evidence=True) == 0
+    body = (out / "pr-body.md").read_text()
+    assert "<summary>1/1 [Misc] Drop the old module: 1 failing without" in body
+    assert "$ git checkout --quiet --detach kv-events~1\n" in body
+    assert "Report the parent:" not in body
+
+
+@pytest.mark.parametrize("patches", ["2-4", "4"])
+def test_a_range_outside_the_series_is_refused_before_any_work(
+    tmp_path, monkeypatch, cache, capsys, patches
+):
+    make_target(tmp_path, monkeypatch)
+    code = export(tmp_path / "out", "--tier", "strict", "--patches", patches)
+    assert code == ExportError.exit_code
+    err = capsys.readouterr().err
+    assert "lists 3 patches; give a range within 1-3" in err.splitlines()[-1]
+    assert "harness: copying" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_comment_for_the_issue_asks_which_way_before_any_pr(
+    tmp_path, monkeypatch, cache, capsys
+):
+    make_target(tmp_path, monkeypatch)
+    assert export(tmp_path / "out", "--tier", "strict") == 0
+    said = "first: post issue-comment.md on vllm-project/vllm#58119 and wait for "
+    said += "a maintainer's answer before opening the pull request"
+    assert said in capsys.readouterr().out.splitlines()
+    comment = (tmp_path / "out" / "issue-comment.md").read_text()
+    assert comment.startswith("Before opening a pull request")
+    assert "#58121 (stacked on #44488)" in comment
+    assert "Which would you take" in comment
+    assert "the change is 3 commit(s):\n\n1. [Bugfix][KV Events] Report the" in comment
+    # Every count computed: the tiny series' lines per commit, by numstat.
+    assert "1. [Bugfix][KV Events] Report the parent (2 changed lines" in comment
+    assert "3. [Misc] Drop the old module (1 changed lines" in comment
+    assert "I, Jane Doe, reviewed it" in comment
+    assert not (tmp_path / "out" / "rfc-issue.md").exists()
+
+
+RFC_FORM = """\
+body:
+- type: textarea
+  attributes:
+    label: Why.
+- type: markdown
+  attributes:
+    value: not a section
+- type: textarea
+  attributes:
+    label: What changes.
+"""
+
+
+@pytest.mark.parametrize("form", [None, RFC_FORM], ids=["built-in", "tree"])
+def test_an_rfc_draft_comes_with_an_export_over_the_limit(
+    tmp_path, monkeypatch, cache, capsys, form
+):
+    make_target(tmp_path, monkeypatch)
+    if form:
+        write_tree(tmp_path / "pristine", {".github/ISSUE_TEMPLATE/750-RFC.yml": form})
+    monkeypatch.setattr(pr_body, "RFC_LINE_LIMIT", 3)
+    assert export(tmp_path / "out", "--tier", "strict") == 0
+    captured = capsys.readouterr()
+    assert "then open the RFC issue from rfc-issue.md" in captured.out
+    assert "post rfc-issue.md first, then link it in pr-body.md" in captured.err
+    rfc = (tmp_path / "out" / "rfc-issue.md").read_text()
+    assert rfc.startswith("# [RFC]: Make the KV-cache event stream reconstructable")
+    headings = [line for line in rfc.splitlines() if line.startswith("## ")]
+    if form:
+        assert headings == ["## Why", "## What changes"]
+    else:
+        assert headings == [f"## {name}" for name in discussion.RFC_SECTIONS]
+        assert "6 changed lines outside `tests/`" in rfc
+    body = (tmp_path / "out" / "pr-body.md").read_text()
+    assert "over the 3 lines above which vLLM asks for an RFC issue first" in body
+    assert "RFC" in (tmp_path / "out" / "issue-comment.md").read_text()

@@ -1,15 +1,29 @@
 import json
+import re
 from dataclasses import replace
 
 import pytest
-from support.export import SUBMITTER, export, make_target, write_verdict
+from support.export import (
+    SUBMITTER,
+    export,
+    kv_events_source,
+    make_target,
+    write_verdict,
+)
 from support.trees import make_target as tiny_target
 from support.trees import write_tree
 
-from harness.series import pr_body, pr_template
+from harness.series import (
+    discussion,
+    pr_body,
+    pr_prose,
+    pr_template,
+    upstream_designs,
+)
 from harness.series.evidence import PatchEvidence, PatchTests, TestRun
 from harness.series.submission import Submission
 from harness.series.submitter import parse_identity
+from harness.series.wire_header import KV_EVENTS, WireFacts, measure
 from harness.targets import PathSource
 
 OLD_TEMPLATE = """\
@@ -53,7 +67,6 @@ def submission(tmp_path, verdict=None, evidence_ok=True) -> Submission:
         submitter=parse_identity(SUBMITTER),
         subjects=("[Bugfix] Fix it",),
         messages=(MESSAGE,),
-        optional=frozenset(),
         tests=(tests,),
         evidence=evidence,
         verdict=verdict,
@@ -165,6 +178,14 @@ def test_a_test_a_later_patch_removes_is_not_asked_of_the_verdict(tmp_path):
     assert replace(sub, tests=(first,)).verdict_gaps == ["tests/test_a.py::test_old"]
 
 
+def test_a_test_outside_the_verdicts_selection_is_no_gap(tmp_path):
+    """A file the verdict's selection does not run (the scheduler's tests,
+    say) says nothing about which revision the verdict was made from."""
+    sub = submission(tmp_path, VERDICT)
+    outside = PatchTests(added=("tests/test_elsewhere.py::test_new",))
+    assert replace(sub, tests=(outside,)).verdict_gaps == []
+
+
 def test_only_tests_of_the_pristine_tree_are_called_upstream_tests(tmp_path):
     first = PatchTests(added=("tests/test_a.py::test_ours",))
     second = PatchTests(
@@ -175,11 +196,10 @@ def test_only_tests_of_the_pristine_tree_are_called_upstream_tests(tmp_path):
         tests=(first, second),
         subjects=("[Bugfix] One", "[Bugfix] Two"),
         messages=(MESSAGE, MESSAGE),
-        optional=frozenset({2}),
     )
     assert sub.upstream_tests_changed == [[], ["tests/test_a.py::TestUp::test_up"]]
     body, _ = pr_body.render(pr_template.BUILTIN_TEMPLATE, sub)
-    assert "2. [Bugfix] Two (optional; changes upstream's `TestUp::test_up`)\n" in body
+    assert "2. [Bugfix] Two (changes upstream's `TestUp::test_up`)\n" in body
     assert "`test_ours`" not in body
 
 
@@ -192,9 +212,9 @@ def test_a_conformance_report_of_another_shape_leaves_its_rows_out(tmp_path, rep
     conformance = {"status": "passed", "passed": 2, "failed": 0, "report": report}
     sub = submission(tmp_path, dict(VERDICT, conformance=conformance))
     body, _ = pr_body.render(pr_template.BUILTIN_TEMPLATE, sub)
-    assert "**Stream contract** (passed: 2 passed, 0 failed)" in body
-    assert "| class or rule |" not in body
-    assert "K1 unreported ancestry" not in body
+    assert "**The stream** (passed: 2 checks passed, 0 failed)" in body
+    assert "| finding |" not in body
+    assert pr_prose.plain("K1") not in body
 
 
 def test_limitations_name_what_the_patched_stream_still_shows_and_why(tmp_path):
@@ -210,12 +230,15 @@ def test_limitations_name_what_the_patched_stream_still_shows_and_why(tmp_path):
     body, _ = pr_body.render(pr_template.BUILTIN_TEMPLATE, sub)
     limitations = body.split("**Limitations.** ", 1)[1].split("\n", 1)[0]
     assert limitations == (
-        "Still in the patched stream: K2 first-block partial entry (3): fixed "
-        "by optional follow-up commits, not in this PR, as they change the "
-        "upstream tests that pin those events; K4 nothing live to hang from "
-        "(4): not addressed by these commits; K5 physical copies (2): vLLM "
-        "holding one hash in several blocks, which consumers must count."
+        "Still in the stream: 3 × a partial entry inside the first cache block: "
+        "not addressed by these commits; 4 × a store after a block no event "
+        "announced (a skipped sliding-window or Mamba block): not addressed by "
+        "these commits; 2 × a hash stored again while "
+        "live (several physical copies): vLLM holds one hash in several blocks, "
+        "and consumers must count copies."
     )
+    # A class another tier fixes is not promised to a PR that does not hold it.
+    assert "optional commit" not in body and "optional follow-up" not in body
     without = dict(VERDICT, conformance={"status": "passed"})
     body, _ = pr_body.render(
         pr_template.BUILTIN_TEMPLATE, submission(tmp_path, without)
@@ -234,14 +257,230 @@ def test_wire_claim_names_the_k4_rewrites_only_where_the_tier_fixes_k4(
         line for line in pr_body.claims(sub).splitlines() if "byte for byte" in line
     ]
     assert len(claim) == 1
-    assert ("except the stores of K4, which it rewrites" in claim[0]) == fixes_k4
+    rewrites = "except the stores after a skipped or evicted block, which it rewrites"
+    assert (rewrites in claim[0]) == fixes_k4
 
 
 @pytest.mark.parametrize("fixes_k4", [False, True])
-def test_design_says_which_events_change_where_the_tier_fixes_k4(tmp_path, fixes_k4):
+@pytest.mark.parametrize("stream", ["ancestry", "holdings"])
+def test_design_says_what_the_tier_reports(tmp_path, fixes_k4, stream):
+    """The design paragraph follows the tier's stream (harness/targets.toml
+    `streams`) and the classes it fixes."""
     sub = submission(tmp_path, VERDICT)
     fixes = {"K1", "K4"} if fixes_k4 else {"K1"}
-    sub = replace(sub, target=replace(sub.target, fixes={"default": frozenset(fixes)}))
+    target = replace(
+        sub.target, fixes={"default": frozenset(fixes)}, streams={"default": stream}
+    )
+    sub = replace(sub, target=target)
     design = pr_body.details(sub).split("**Design.** ", 1)[1].split("\n", 1)[0]
-    assert ("every other event emitted before" in design) == fixes_k4
     assert ("runs whose tokens are exactly their hashes'" in design) == fixes_k4
+    holdings = stream == "holdings"
+    assert ("stored from the start of its cache block" in design) == holdings
+    assert ("one `BlockRemoved` per boundary" in design) != holdings
+    assert ("published when the reset happens" in design) == holdings
+
+
+def measured(tmp_path, fields: int) -> WireFacts:
+    tree = write_tree(
+        tmp_path / f"tree-{fields}", {str(KV_EVENTS): kv_events_source(fields)}
+    )
+    return measure(tree, f"vLLM with {fields} fields")
+
+
+@pytest.mark.parametrize("fields", [14, 15])
+def test_the_body_claims_a_header_change_only_where_the_measurement_shows_one(
+    tmp_path, fields
+):
+    wire = measured(tmp_path, fields)
+    sub = replace(submission(tmp_path, VERDICT), wire=wire)
+    body, _ = pr_body.render(pr_template.BUILTIN_TEMPLATE, sub)
+    paragraph = body.split("**Wire format**", 1)[1].split("\n", 1)[0]
+    claims_change = "would change the bytes of every store" in paragraph
+    assert claims_change is not wire.unchanged
+    assert f"declares {fields} fields" in paragraph
+    assert f"starts with `{WireFacts.header(wire.encoded)}`" in paragraph
+    if wire.unchanged:
+        assert f"encodes to the same {wire.size} bytes" in paragraph
+        assert "would not change a byte" in paragraph
+    else:
+        assert f"`{WireFacts.header(wire.extended)}`" in paragraph
+        assert f"{wire.size} bytes" in paragraph
+        assert f"{wire.extended_size} bytes" in paragraph
+    # The unmeasured claim of earlier bodies is gone on every target.
+    assert "map header of every payload" not in body
+    without, _ = pr_body.render(pr_template.BUILTIN_TEMPLATE, submission(tmp_path))
+    assert "**Wire format**" not in without
+
+
+# Words of the harness a reviewer cannot look up (outside code, where the
+# commands that reproduce the figures name the harness's own options).
+HARNESS_ONLY = re.compile(
+    r"\b(tiers?|conformance|verdicts?|ancestry overlap|fail-before-fix|"
+    r"stream contract|strict|classes K\d)\b",
+    re.IGNORECASE,
+)
+CONTRACT_ID = re.compile(r"\b[CK][1-8]\b")
+
+
+def prose(body: str) -> str:
+    """The body without code, and without the template's checklist."""
+    body = body.split("\n---\n", 1)[0]
+    return re.sub(r"```.*?```|`[^`\n]*`", "", body, flags=re.DOTALL)
+
+
+def before_after(**rows: tuple[int, int]) -> dict[str, dict[str, int]]:
+    return {key: {"pristine": a, "patched": b} for key, (a, b) in rows.items()}
+
+
+FULL_REPORT = {
+    "workloads": 45,
+    "classes": before_after(
+        K1=(1142, 0), K2=(474, 470), K3=(69, 69), K4=(1186, 1186), K5=(391, 391)
+    ),
+    "ancestry_overlap": 5,
+    "rules": before_after(
+        C1=(1908, 762), C2=(0, 0), C3=(963, 963), C4=(0, 0), C5=(0, 0), C6=(0, 0)
+    ),
+    "fidelity": {
+        "pool-2x6": {
+            tree: {
+                "combined": {
+                    "probes": 10,
+                    "exact": 10 - over - 2,
+                    "over": over,
+                    "under": 2,
+                    "hits": 4,
+                    "over_tokens": 0,
+                    "under_tokens": 8,
+                }
+            }
+            for tree, over in (("pristine", 0), ("patched", 3))
+        }
+    },
+}
+
+
+def full_submission(tmp_path, **changes) -> Submission:
+    conformance = {"status": "passed", "passed": 9, "failed": 0, "report": FULL_REPORT}
+    sub = submission(tmp_path, dict(VERDICT, conformance=conformance))
+    measures = {
+        "wire": measured(tmp_path, 15),
+        "changed_lines": 282,
+        "changed_lines_per_commit": (282,),
+        "upstream": UPSTREAM_RESULTS,
+    }
+    return replace(sub, **{**measures, **changes})
+
+
+def test_the_body_leaves_no_harness_label_unexplained(tmp_path):
+    body, _ = pr_body.render(pr_template.BUILTIN_TEMPLATE, full_submission(tmp_path))
+    text = prose(body)
+    assert HARNESS_ONLY.findall(text) == []
+    assert CONTRACT_ID.findall(text) == []
+    assert "seeded workloads (random mixes of requests" in body
+    # Every count left in the stream is said in plain words, with its cause.
+    assert "470 × a partial entry inside the first cache block" in body
+    assert (
+        "the 1725 left by cause are the 1725 left by rule (762 × a store whose "
+        "parent is not live and 963 × a store whose hashes and tokens differ in "
+        "length)"
+    ) in body
+    assert "over-predicted 0 -> 3; under-predicted 2 -> 2" in body
+    assert "a router over-predicts 3 more hits than on the release" in body
+
+
+def test_an_id_a_subject_carries_is_explained_in_a_legend(tmp_path):
+    sub = full_submission(tmp_path, subjects=("[Bugfix] Fix K4 and C3",))
+    body, _ = pr_body.render(pr_template.BUILTIN_TEMPLATE, sub)
+    legend = [line for line in body.splitlines() if line.startswith("**Terms.**")]
+    assert legend == [
+        f"**Terms.** C3: {pr_prose.plain('C3')}; K4: {pr_prose.plain('K4')}."
+    ]
+    for found in CONTRACT_ID.findall(prose(body)):
+        assert f"{found}: {pr_prose.plain(found)}" in legend[0]
+
+
+@pytest.mark.parametrize("lines", [282, 504])
+def test_the_size_is_counted_and_the_rfc_said_where_it_needs_one(tmp_path, lines):
+    sub = full_submission(tmp_path, changed_lines=lines)
+    body, left = pr_body.render(pr_template.BUILTIN_TEMPLATE, sub)
+    assert f"**Size.** {lines} changed lines outside `tests/`" in body
+    needs = lines > pr_body.RFC_LINE_LIMIT
+    assert ("asks for an RFC issue first" in body) is needs
+    assert any("RFC" in item for item in left) is needs
+
+
+UPSTREAM_RESULTS = {
+    "target": "t",
+    "release": "vLLM t",
+    "measured": "2026-12-01",
+    "revision": "abc1234",
+    "workloads": {"configs": ["pool-2x6"], "seeds": 1, "ops": 10, "probes": 4},
+    "trees": {
+        name: {
+            "events": events,
+            "bytes": events * 100,
+            "pristine_events_changed": changed,
+            "consumers": {
+                consumer: {
+                    "rules": {"C1": c1},
+                    "classes": {"K1": k1 if consumer == "reading" else 7},
+                    "router": {"probes": 10, "exact": 8, "over": 0, "under": 2},
+                }
+                for consumer in ("ignoring", "reading")
+            },
+            "tests": {"passed": 5, "failed": 1} if name == "upstream" else None,
+        }
+        for name, events, changed, c1, k1 in (
+            ("pristine", 10, 0, 7, 7),
+            ("default", 14, 0, 0, 0),
+            ("strict", 16, 2, 0, 0),
+            ("upstream", 10, 3, 1, 2),
+        )
+    },
+}
+
+
+def test_upstreams_design_is_quoted_beside_the_tier_only(tmp_path):
+    body, _ = pr_body.render(pr_template.BUILTIN_TEMPLATE, full_submission(tmp_path))
+    against = body.split("**Against #58121.**", 1)[1].split("\n\n**", 1)[0]
+    rows = [line for line in against.splitlines() if line.startswith("| ")][2:]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| vLLM t",
+        "| this PR",
+        "| #44488 + #58121",
+    ]
+    assert rows[2].endswith("| 5 passed, 1 failed |")
+    assert "| 10 | 100 | 3 | 1 / 1 |" in rows[2]
+    assert "strict" not in against
+    assert (
+        "still finds 2 × a partial entry's first registration whose parent "
+        "boundary no event reported, which these commits fix"
+    ) in against
+    assert "Details compares the two, with numbers." in body
+
+
+def test_upstreams_figures_are_read_only_for_their_target(tmp_path):
+    results = tmp_path / upstream_designs.RESULTS
+    assert upstream_designs.load("t", tmp_path) is None
+    results.parent.mkdir(parents=True)
+    results.write_text(json.dumps(UPSTREAM_RESULTS))
+    assert upstream_designs.load("t", tmp_path) == UPSTREAM_RESULTS
+    assert upstream_designs.load("main", tmp_path) is None
+    results.write_text(json.dumps(dict(UPSTREAM_RESULTS, trees={})))
+    assert upstream_designs.load("t", tmp_path) is None
+    results.write_text("{not json")
+    assert upstream_designs.load("t", tmp_path) is None
+
+
+def test_the_comment_and_the_rfc_quote_the_same_measurements(tmp_path):
+    sub = full_submission(tmp_path)
+    comment = discussion.issue_comment(sub)
+    assert "| reported boundaries (this change) | 14 | 100 | 0 | 0 / 0 |" in comment
+    assert "| #44488 + #58121 | 10 | 100 | 3 | 1 / 1 |" in comment
+    assert "what the alternative keeps by adding none" in comment
+    assert "1. [Bugfix] Fix it (282 changed lines outside `tests/`)" in comment
+    rfc = discussion.rfc_issue(sub, discussion.RFC_SECTIONS)
+    assert "This change makes every parent the stream names one it holds" in rfc
+    assert "This PR" not in rfc
+    assert "282 changed lines outside `tests/` (`git diff --numstat`)" in rfc

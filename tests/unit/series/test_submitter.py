@@ -13,8 +13,8 @@ from harness.series.submitter import (
     signed_message,
 )
 
-JANE = Identity("Jane Doe", "jane@example.org")
-ADA = Identity("Ada Lovelace", "ada@example.org")
+JANE = Identity("Jane Doe", "jane@doe.name")
+ADA = Identity("Ada Lovelace", "ada@lovelace.name")
 PLACEHOLDER = PROJECT_IDENTITIES[0]
 
 
@@ -32,19 +32,19 @@ def git_config(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("text", "identity"),
     [
-        ("Jane Doe <jane@example.org>", JANE),
-        ("  Jane Doe   <jane@example.org> ", JANE),
+        ("Jane Doe <jane@doe.name>", JANE),
+        ("  Jane Doe   <jane@doe.name> ", JANE),
         (
             "Zoë Ñandú <zoe@mail.example.net>",
             Identity("Zoë Ñandú", "zoe@mail.example.net"),
         ),
-        ("jane@example.org", None),
-        ("<jane@example.org>", None),
+        ("jane@doe.name", None),
+        ("<jane@doe.name>", None),
         ("Jane Doe <jane>", None),
         ("Jane Doe <jane@>", None),
         ("Jane Doe <jane@@example.org>", None),
-        ("Jane <Doe> <jane@example.org>", None),
-        ("Jane\tDoe <jane@example.org>", None),
+        ("Jane <Doe> <jane@doe.name>", None),
+        ("Jane\tDoe <jane@doe.name>", None),
     ],
 )
 def test_parse_identity(text, identity):
@@ -62,6 +62,13 @@ def test_parse_identity(text, identity):
         (Identity("Jane", "jane@company.test"), "reserved domain (company.test)"),
         (Identity("Jane", "jane@box.example"), "reserved domain"),
         (Identity("Jane", "jane@localhost"), "reserved domain"),
+        (Identity("You", "you@example.org"), "reserved domain (example.org)"),
+        (Identity("You", "you@EXAMPLE.com."), "reserved domain (example.com)"),
+        (Identity("You", "you@mail.example.net"), "reserved domain"),
+        (Identity("You", "you@router.home.arpa"), "reserved domain"),
+        (Identity("You", "you@printer.local"), "reserved domain"),
+        (Identity("You", "you@address"), "a domain without a dot"),
+        (Identity("You", "you@myexample.org"), None),
     ],
 )
 def test_placeholder_identities_name_no_person(identity, reason):
@@ -82,6 +89,37 @@ def test_every_patch_of_the_project_carries_its_placeholder_identity():
     }
     assert authors
     assert {parse_identity(author) for author in authors} <= set(PROJECT_IDENTITIES)
+
+
+@pytest.mark.parametrize(
+    ("option", "shown"),
+    [
+        ("Jane \udcff Doe <jane@doe.name>", "byte 0xff at position 6"),
+        ("Jane <jane\udcc3@doe.name>", "byte 0xc3 at position 11"),
+        ("Jane <jane@doe\ud800.name>", "a character at position 15"),
+    ],
+)
+def test_an_identity_that_is_not_utf8_is_refused_before_any_work(option, shown):
+    with pytest.raises(SubmitterError) as raised:
+        resolve_submitter(option)
+    assert str(raised.value) == (
+        f"--as is not UTF-8 text ({shown}); git writes the identity into every "
+        f"mail; pass --as 'NAME <EMAIL>' with your own name and address"
+    )
+
+
+def test_a_control_character_in_the_address_is_not_an_identity():
+    assert parse_identity("Jane <jane\x01@doe.name>") is None
+
+
+def test_the_readme_example_identity_is_refused_if_copied_as_it_is():
+    for name in ("README.md", "CONTRIBUTING.md"):
+        text = (REPO_ROOT / name).read_text()
+        examples = re.findall(r'--as "([^"]*)"', text)
+        assert examples, f"{name} shows no --as example"
+        for example in examples:
+            with pytest.raises(SubmitterError):
+                resolve_submitter(example)
 
 
 def test_submitter_from_the_option_wins_over_git(git_config):
@@ -158,3 +196,23 @@ def test_signed_message_without_trailers_gets_a_trailer_paragraph():
     assert signed_message("Subject line\n\nBody.\n", None, JANE) == (
         f"Subject line\n\nBody.\n\nSigned-off-by: {JANE}\n"
     )
+
+
+@pytest.mark.parametrize(
+    "identity", ["Jane \udcff Doe <jane@doe.name>", "You <you@example.org>"]
+)
+def test_export_refuses_such_an_identity_before_any_work(
+    tmp_path, monkeypatch, cache, capsys, identity
+):
+    from support.export import make_target
+
+    from harness import cli
+
+    make_target(tmp_path, monkeypatch)
+    out = tmp_path / "mails"
+    argv = ["export", "--target", "t", "--out", str(out), "--as", identity]
+    assert cli.main([*argv, "--i-reviewed-every-line"]) == SubmitterError.exit_code
+    err = capsys.readouterr().err
+    assert err.startswith("error: --as ") and err.count("\n") == 1, err
+    assert not out.exists()
+    assert not cache.exists()

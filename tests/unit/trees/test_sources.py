@@ -239,6 +239,36 @@ def test_a_tampered_sdist_is_refused_before_its_setup_py_runs(
     assert list((cache / "sdists").iterdir()) == []
 
 
+# An sdist as vLLM's is: setup.py imports torch, pyproject.toml asks for
+# build tools the environment lacks.
+NEEDS_BUILD_TOOLS = {
+    "pyproject.toml": '[build-system]\nrequires = ["cmake>=99", "torch==99.0"]\n'
+    'build-backend = "setuptools.build_meta"\n',
+    "setup.py": SETUP_LEAVING_A_MARK.replace(
+        "from setuptools import setup", "import torch_is_not_here"
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", ["pyproject", "setup.py only"])
+def test_an_sdist_is_fetched_without_running_anything_in_it(
+    cache, tmp_path, monkeypatch, layout
+):
+    mark = tmp_path / "setup-py-ran"
+    files = {
+        name: text.format(mark=str(mark)) for name, text in NEEDS_BUILD_TOOLS.items()
+    }
+    if layout != "pyproject":
+        del files["pyproject.toml"]
+    archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", files)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
+    tree = pristine_tree(sdist_target(archive))
+    assert (tree / "setup.py").read_text() == files["setup.py"]
+    assert not mark.exists(), "the sdist's setup.py ran"
+    assert [path.name for path in (cache / "sdists").iterdir()] == [archive.name]
+
+
 def test_pip_configuration_files_are_honoured(cache, tmp_path, monkeypatch):
     setup = "from setuptools import setup\nsetup(name='vllm', version='9.9.9')\n"
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", {"setup.py": setup})

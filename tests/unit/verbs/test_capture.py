@@ -55,7 +55,7 @@ def test_a_capture_that_gets_nothing_leaves_an_existing_file_alone(
     out = tmp_path / "kv.bin"
     out.write_bytes(b"an earlier capture")
     result = harness(
-        "capture", "--zmq", endpoint, "--out", str(out), "--timeout", "0.3"
+        "capture", "--listen", endpoint, "--out", str(out), "--timeout", "0.3"
     )
     assert result.returncode == status
     [line] = result.stderr.splitlines()
@@ -97,7 +97,7 @@ def test_a_stopped_capture_keeps_what_arrived_and_its_summary(tmp_path, signum, 
             "-m",
             "harness",
             "capture",
-            "--zmq",
+            "--listen",
             endpoint,
             "--out",
             str(out),

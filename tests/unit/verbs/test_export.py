@@ -72,7 +72,7 @@ def test_no_person_to_sign_off_is_refused_before_any_work(
 
 def test_gits_identity_is_the_submitter_without_as(tmp_path, target, capsys):
     (tmp_path / "gitconfig").write_text(
-        "[user]\n\tname = Jane Doe\n\temail = jane@example.org\n"
+        "[user]\n\tname = Jane Doe\n\temail = jane@doe.name\n"
     )
     assert export(tmp_path / "out", REVIEWED) == 0
     assert f"submitting as {SUBMITTER}" in capsys.readouterr().err
@@ -195,3 +195,23 @@ def test_a_killed_exports_scratch_is_swept_by_the_next_one_line_each(tmp_path, t
     assert all(line.startswith("harness: removed ") for line in swept)
     assert scratch_left(tmp_path) == []
     assert (out / "pr-body.md").is_file()
+
+
+@pytest.mark.parametrize("patches", ["x", "0", "3-2", "1-y"])
+def test_a_patches_option_that_names_no_range_is_a_usage_error(
+    tmp_path, target, capsys, patches
+):
+    with pytest.raises(SystemExit) as stopped:
+        export(tmp_path / "out", "--as", SUBMITTER, REVIEWED, "--patches", patches)
+    assert stopped.value.code == 2
+    assert f"--patches: {patches!r} is not" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "found"), [("3", (3, 3)), ("1-3", (1, 3)), ("2-", (2, None))]
+)
+def test_a_patches_option_is_first_and_last(text, found):
+    from harness.verbs.export import patch_range
+
+    assert patch_range(text) == found

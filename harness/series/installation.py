@@ -1,0 +1,284 @@
+"""A tier of the series on an installed vLLM, its receipt, and taking it off.
+
+`install` writes a tier's patched files (harness.series.overlay) over the
+vllm package of a Python environment, `uninstall` puts the released ones
+back, `status` says which is there. Before any file is written each one is
+checked: the installed distribution must be the target's release, every file
+must still be what its RECORD says the wheel installed (sha256) and what the
+target's sdist holds, and neither the package nor what ``import vllm`` loads
+may lie inside the harness cache, which nothing ever writes through.
+
+The receipt lives with the distribution, in ``NAME.dist-info/kv-events-series/``:
+``receipt.json`` (target, tier, release, and each file's pristine and patched
+sha256), the pristine files themselves, and a copy of RECORD. Its files are
+added to RECORD, so that ``pip uninstall`` (or a reinstall) removes them with
+the package; `uninstall` needs neither the tier nor the sdist, and restores
+RECORD byte for byte.
+
+Nothing half-done: the receipt is made whole in scratch space and renamed
+into place, each file is replaced by a rename, stop signals are held while
+files change, and an install interrupted or failing at any point puts every
+file, RECORD and the receipt back as they were before it ended. After a
+SIGKILL the receipt is there, and `status` and `uninstall` take it from there.
+"""
+
+import json
+import os
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from harness import scratch
+from harness.errors import PackageError
+from harness.processes import stop_signals_held
+from harness.series.overlay import Overlay, digest
+from harness.targets import Target
+from harness.trees.installed import (
+    Located,
+    check_recorded,
+    check_release,
+    file_digest,
+    read_record,
+    record_line,
+)
+
+RECEIPT_DIR = "kv-events-series"
+RECEIPT = "receipt.json"
+RECEIPT_KIND = "vllm-kv-events-series receipt"
+PRISTINE = "pristine"
+RECORD_COPY = "RECORD.orig"
+RESTART = (
+    "restart the engine for this to take effect: a running vLLM keeps the "
+    "files it imported"
+)
+
+
+@dataclass(frozen=True)
+class Receipt:
+    target: str
+    tier: str
+    release: str
+    distribution: str  # "NAME VERSION" it was put on
+    files: dict[str, dict[str, str]]  # path -> {"pristine": sha, "patched": sha}
+    record_sha256: str
+
+    def as_json(self) -> dict:
+        return {"kind": RECEIPT_KIND, **asdict(self)}
+
+
+def receipt_dir(located: Located) -> Path:
+    return located.dist.dist_info / RECEIPT_DIR
+
+
+def check_source(located: Located, overlay: Overlay) -> None:
+    """Each installed file is the one the target's sdist holds."""
+    for path in overlay.files:
+        where = located.dist.site / path
+        if file_digest(where) != digest(overlay.pristine[path]):
+            raise PackageError(
+                f"{where} of {located.dist.describe()} is not the {path} of the "
+                f"sdist vllm=={overlay.release}: that package is not built from "
+                f"target {overlay.target}'s source"
+            )
+
+
+# --------------------------------------------------------------------------
+# The receipt
+# --------------------------------------------------------------------------
+
+
+def read_receipt(located: Located) -> Receipt | None:
+    path = receipt_dir(located) / RECEIPT
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.pop("kind") != RECEIPT_KIND:
+            raise ValueError("not a receipt of this project")
+        return Receipt(**data)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise PackageError(
+            f"the receipt {path} cannot be read ({exc}); reinstall "
+            f"{located.dist.name}=={located.dist.version} with pip to start over"
+        ) from None
+
+
+def _write_receipt(located: Located, receipt: Receipt, overlay: Overlay) -> None:
+    """The receipt directory, made whole and renamed into place, then RECORD
+    extended with its files."""
+    dist, info = located.dist, located.dist.dist_info
+    record = dist.record.read_bytes()
+    with scratch.directory(info, "receipt") as work:
+        (work / RECEIPT).write_text(json.dumps(receipt.as_json(), indent=1) + "\n")
+        (work / RECORD_COPY).write_bytes(record)
+        for path in overlay.files:
+            (work / PRISTINE / path).parent.mkdir(parents=True, exist_ok=True)
+            (work / PRISTINE / path).write_bytes(overlay.pristine[path])
+        added = sorted(
+            (work / name).relative_to(work).as_posix()
+            for name in [RECEIPT, RECORD_COPY]
+            + [f"{PRISTINE}/{path}" for path in overlay.files]
+        )
+        work.rename(receipt_dir(located))
+    prefix = f"{info.name}/{RECEIPT_DIR}/"
+    lines = "".join(record_line(prefix + name) for name in added)
+    _replace_file(dist.record, record + lines.encode())
+
+
+def _remove_receipt(located: Located) -> None:
+    """RECORD put back from its copy, then the receipt directory removed."""
+    copy = receipt_dir(located) / RECORD_COPY
+    if copy.is_file():
+        _replace_file(located.dist.record, copy.read_bytes())
+    if receipt_dir(located).exists():
+        with scratch.directory(located.dist.dist_info, "receipt") as work:
+            receipt_dir(located).rename(work / RECEIPT_DIR)
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    """Write ``path`` whole: a scratch file beside it, with its mode, renamed."""
+    mode = path.stat().st_mode & 0o7777
+    with scratch.replacing(path, "install") as sink:
+        os.fchmod(sink.fileno(), mode)
+        sink.write(data)
+
+
+# --------------------------------------------------------------------------
+# Install, uninstall
+# --------------------------------------------------------------------------
+
+
+def install(located: Located, target: Target, overlay: Overlay) -> Receipt:
+    """Put the overlay's patched files on the located package, with a receipt;
+    all of it, or (on any error or stop signal) nothing."""
+    if (earlier := read_receipt(located)) is not None:
+        raise PackageError(
+            f"target {earlier.target}'s {earlier.tier} tier is already on "
+            f"{located.dist.describe()} (receipt {receipt_dir(located) / RECEIPT}); "
+            f"take it off first: python -m harness uninstall"
+        )
+    check_release(target, located.dist)
+    check_recorded(located, overlay.files)
+    check_source(located, overlay)
+    receipt = make_receipt(located, overlay)
+    site = located.dist.site
+    try:
+        with stop_signals_held():
+            _write_receipt(located, receipt, overlay)
+            for path in overlay.files:
+                _replace_file(site / path, overlay.patched[path])
+    except BaseException as exc:
+        with stop_signals_held():
+            _put_back(located, {path: overlay.pristine[path] for path in overlay.files})
+        if isinstance(exc, OSError):
+            raise PackageError(
+                f"cannot write {exc.filename or site}: {exc.strerror or exc}; "
+                f"{located.dist.describe()} is as it was"
+            ) from None
+        raise
+    return receipt
+
+
+def make_receipt(located: Located, overlay: Overlay) -> Receipt:
+    return Receipt(
+        target=overlay.target,
+        tier=overlay.tier,
+        release=overlay.release,
+        distribution=f"{located.dist.name} {located.dist.version}",
+        files={
+            path: {
+                "pristine": digest(overlay.pristine[path]),
+                "patched": digest(overlay.patched[path]),
+            }
+            for path in overlay.files
+        },
+        record_sha256=digest(located.dist.record.read_bytes()),
+    )
+
+
+def _put_back(located: Located, pristine: dict[str, bytes]) -> None:
+    """Every file to its pristine bytes, RECORD and the receipt as before.
+    Only the receipt's own files are written: a file is pristine or patched."""
+    for path, data in pristine.items():
+        where = located.dist.site / path
+        if file_digest(where) != digest(data):
+            _replace_file(where, data)
+    _remove_receipt(located)
+
+
+def uninstall(located: Located) -> Receipt | None:
+    """Put back the released files the receipt holds; None when there is no
+    receipt (nothing installed)."""
+    receipt = read_receipt(located)
+    if receipt is None:
+        return None
+    backups = receipt_dir(located) / PRISTINE
+    pristine = {}
+    for path, digests in receipt.files.items():
+        where = located.dist.site / path
+        if file_digest(where) not in (digests["pristine"], digests["patched"]):
+            raise PackageError(
+                f"{where} changed after the series was installed (it is neither "
+                f"the released nor the patched file); reinstall "
+                f"{located.dist.name}=={located.dist.version} with pip"
+            )
+        try:
+            pristine[path] = (backups / path).read_bytes()
+        except OSError:
+            pristine[path] = b""
+        if digest(pristine[path]) != digests["pristine"]:
+            raise PackageError(
+                f"the receipt's copy of the released {path} ({backups / path}) is "
+                f"missing or damaged; reinstall {located.dist.name}=="
+                f"{located.dist.version} with pip"
+            )
+    copy = receipt_dir(located) / RECORD_COPY
+    if not copy.is_file() or file_digest(copy) != receipt.record_sha256:
+        raise PackageError(
+            f"the receipt's copy of RECORD ({copy}) is missing or damaged; "
+            f"reinstall {located.dist.name}=={located.dist.version} with pip"
+        )
+    try:
+        with stop_signals_held():
+            _put_back(located, pristine)
+    except OSError as exc:
+        raise PackageError(
+            f"cannot write {exc.filename or located.dist.site}: "
+            f"{exc.strerror or exc}; the receipt is kept: uninstall again once "
+            f"it can be written"
+        ) from None
+    return receipt
+
+
+@contextmanager
+def installed_series(located: Located, target: Target, overlay: Overlay):
+    """The overlay installed while the block runs, taken off after."""
+    install(located, target, overlay)
+    try:
+        yield
+    finally:
+        uninstall(located)
+
+
+def file_states(located: Located, receipt: Receipt) -> dict[str, str]:
+    """Path -> "patched", "released" or "changed" for each file of the receipt."""
+    states = {}
+    for path, digests in receipt.files.items():
+        actual = file_digest(located.dist.site / path)
+        states[path] = {
+            digests["patched"]: "patched",
+            digests["pristine"]: "released",
+        }.get(actual, "changed")
+    return states
+
+
+def record_mismatches(located: Located) -> tuple[int, list[str]]:
+    """(files checked, paths whose sha256 is not RECORD's) over vllm/."""
+    checked, differing = 0, []
+    for path, recorded in read_record(located.dist.record).items():
+        if recorded is None or not path.startswith("vllm/"):
+            continue
+        checked += 1
+        if file_digest(located.dist.site / path) != recorded:
+            differing.append(path)
+    return checked, differing

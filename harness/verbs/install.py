@@ -1,0 +1,82 @@
+"""`install`: a target's tier put on the vLLM installed in a Python environment."""
+
+from harness.verbs import COST, add_python_argument, add_target_arguments
+
+
+def register(parser) -> None:
+    parser.description = (
+        "Write the Python files a tier of the series changes over the vllm "
+        "package installed for PYTHON (default: this one), after checking that "
+        "it is the target's release and that every such file is still what the "
+        "wheel's RECORD says it installed. The files are read from the target's "
+        "pinned sdist (sha256 checked; nothing in it runs, no build tools) and "
+        "patched here; a receipt beside the package lets `status` say what is "
+        "installed and `uninstall` take it off without the tier. Interrupted, "
+        f"it leaves the package as it was. Costs, {COST}: 9-19 s the first "
+        "time (the target's 44-47 MB sdist through pip, kept in the harness "
+        "cache), about 2 s after; restart the engine afterwards."
+    )
+    add_target_arguments(parser)
+    add_python_argument(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from harness.log import progress
+    from harness.series.installation import (
+        RECEIPT,
+        RESTART,
+        file_states,
+        install,
+        read_receipt,
+        receipt_dir,
+    )
+    from harness.series.model import load_series
+    from harness.series.overlay import (
+        check_changes_only,
+        prepare_overlay,
+        touched_files,
+    )
+    from harness.targets import get_target
+    from harness.trees.installed import check_recorded, check_release, locate
+
+    target = get_target(args.target)
+    located = locate(args.python)
+    check_release(target, located.dist)
+    earlier = read_receipt(located)
+    if (
+        earlier is not None
+        and (earlier.target, earlier.tier) == (target.name, args.tier)
+        and set(file_states(located, earlier).values()) == {"patched"}
+    ):
+        print(
+            f"target {target.name}'s {args.tier} tier is already on "
+            f"{located.dist.describe()}; nothing to do"
+        )
+        return 0
+    series = load_series(target, args.tier)
+    check_changes_only(series, target, args.tier)
+    if earlier is None:  # install refuses an earlier receipt, naming it
+        check_recorded(located, touched_files(series))
+    progress(f"{located.dist.describe()}: {args.tier} tier of target {target.name}")
+    overlay = prepare_overlay(target, args.tier)
+    install(located, target, overlay)
+    print(
+        f"installed target {target.name}'s {args.tier} tier on "
+        f"{located.dist.describe()}: {len(overlay.files)} file(s) patched"
+    )
+    for path in overlay.files:
+        print(f"  {path}")
+    print(f"receipt: {receipt_dir(located) / RECEIPT}")
+    print(RESTART)
+    print(f"take it off: python -m harness uninstall{_python_option(args)}")
+    return 0
+
+
+def _python_option(args) -> str:
+    import shlex
+    import sys
+
+    return (
+        "" if args.python == sys.executable else f" --python {shlex.quote(args.python)}"
+    )

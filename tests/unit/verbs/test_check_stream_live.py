@@ -1,0 +1,248 @@
+"""check-stream against a live publisher, as an operator runs it: vLLM's
+default publisher (it binds, the check connects), an engine joined late (the
+replay endpoint, or the first complete state), a clean stream of several
+groups, a check stopped by Ctrl-C, and a frame over the size limit."""
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+import zmq
+from support import REPO_ROOT
+from support.cli import harness
+from support.events import cleared, payload, removed, stored
+from support.publisher import free_port, run_with_publisher, run_with_replay
+from support.stopping import default_signal_dispositions
+
+from harness.contract.wire import MAX_PAYLOAD_BYTES
+
+CHECK = ["check-stream", "--timeout", "20"]
+
+
+def test_the_default_publisher_binds_and_the_check_connects():
+    payloads = [payload(stored([1], None)), payload(stored([2], 1), removed([2, 1]))]
+    result = run_with_publisher([*CHECK, "--max-events", "3"], payloads, binds=True)
+    assert result.returncode == 0, result.stderr
+    assert (
+        ": 2 batches, 3 events, 0 stores of an already-live hash, 0 violations\n"
+        in (result.stdout)
+    )
+
+
+def test_a_wildcard_endpoint_as_the_engine_is_configured_is_this_host():
+    port = free_port()
+    stop = threading.Event()
+    from support.publisher import publish_like_vllm
+
+    thread = threading.Thread(
+        target=publish_like_vllm,
+        args=(f"tcp://127.0.0.1:{port}", [payload(stored([1], None))], stop),
+        kwargs={"binds": True},
+    )
+    thread.start()
+    try:
+        result = harness(*CHECK, "--max-events", "1", "--zmq", f"tcp://*:{port}")
+    finally:
+        stop.set()
+        thread.join()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"tcp://*:{port}: 1 batches, 1 events")
+
+
+def test_a_clean_stream_of_two_groups_has_a_line_per_group():
+    payloads = [
+        payload(stored([1], None, group=0, kind="mamba"), stored([7], None, group=1)),
+        payload(removed([1], group=0), removed([7], group=1)),
+    ]
+    result = run_with_publisher([*CHECK, "--max-events", "4"], payloads, binds=True)
+    assert result.returncode == 0, result.stderr
+    assert "  by view (medium, group, kind): violations at events\n" in result.stdout
+    assert "    GPU group 0 (mamba): none\n" in result.stdout
+    assert "    GPU group 1 (None): none\n" in result.stdout
+
+
+LATE = [
+    (5, payload(stored([12], 11))),  # its parent was stored before the join
+    (6, payload(removed([11]), cleared(), stored([1], None))),
+    (7, payload(stored([2], 1))),
+]
+
+
+def test_a_check_joined_late_starts_at_the_first_complete_state():
+    numbers, payloads = zip(*LATE, strict=True)
+    result = run_with_publisher(
+        [*CHECK, "--max-events", "5"], list(payloads), list(numbers), binds=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        ": 2 batches, 3 events, 0 stores of an already-live hash, 0 violations\n"
+        in (result.stdout)
+    )
+    assert (
+        "  joined at message 5 (messages 0-4 were sent before the subscription "
+        "started); checked from message 6's AllBlocksCleared (a prefix-cache "
+        "reset: the first complete state) on, 1 message(s) before it counted, "
+        "not checked\n"
+    ) in result.stdout
+
+
+def test_a_check_joined_late_without_a_complete_state_is_incomplete():
+    numbers, payloads = zip(*LATE[:1], (7, payload(stored([13], 12))), strict=True)
+    result = run_with_publisher(
+        [*CHECK, "--max-events", "2"], list(payloads), list(numbers), binds=True
+    )
+    assert result.returncode == 16
+    [line] = result.stderr.splitlines()
+    assert line.endswith(
+        ": incomplete: joined at message 5 (messages 0-4 were sent before the "
+        "subscription started), and no AllBlocksCleared followed to start from: "
+        "nothing checked. Give --replay the engine's replay_endpoint, or reset its "
+        "prefix cache while checking (POST /reset_prefix_cache, with "
+        "VLLM_SERVER_DEV_MODE=1)"
+    )
+    assert "C1" not in result.stdout  # joining late is not a violation
+
+
+def test_the_replay_endpoint_gives_what_a_late_check_missed():
+    before = [(0, payload(stored([1], None))), (1, payload(stored([2], 1)))]
+    live = [(2, payload(stored([3], 2))), (3, payload(removed([3, 2, 1])))]
+    result = run_with_replay([*CHECK, "--max-events", "6"], before, live)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        ": 4 batches, 4 events, 0 stores of an already-live hash, 0 violations\n"
+        in (result.stdout)
+    )
+    assert "  messages 0-1 replayed from tcp://127.0.0.1:" in result.stdout
+    assert "joined at" not in result.stdout
+
+
+def test_a_replay_buffer_that_no_longer_reaches_back_falls_back_to_a_reset():
+    before = [(4, payload(stored([12], 11))), (5, payload(cleared()))]
+    live = [(6, payload(stored([1], None))), (7, payload(stored([2], 1)))]
+    result = run_with_replay([*CHECK, "--max-events", "3"], before, live)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "  messages 4-5 replayed from tcp://127.0.0.1:" in result.stdout
+    assert "joined at message 4 (messages 0-3 were sent" in result.stdout
+    assert "checked from message 5's AllBlocksCleared" in result.stdout
+
+
+def test_a_replay_endpoint_that_does_not_answer_is_one_line(monkeypatch):
+    from harness.contract import subscribe
+
+    monkeypatch.setattr(subscribe, "REPLAY_WAIT_S", 0.3)
+    found = []
+    with pytest.raises(Exception) as failed:
+        found = subscribe.replay(f"tcp://127.0.0.1:{free_port()}", 0, 3)
+    assert found == []
+    assert str(failed.value).startswith("replay endpoint tcp://127.0.0.1:")
+    assert "did not answer in 0.3 s" in str(failed.value)
+
+
+def test_replay_goes_with_a_live_check(tmp_path):
+    result = harness("check-stream", str(tmp_path / "x.bin"), "--replay", "tcp://h:1")
+    assert result.returncode == 2
+    assert "--replay goes with --zmq or --listen" in result.stderr
+
+
+@contextmanager
+def publisher_and_check(command, **options):
+    """A bound XPUB publisher, and the check (``command``, which connects to
+    it: its endpoint replaces ENDPOINT) started as a child; both ended after."""
+    port = free_port()
+    publisher = zmq.Context.instance().socket(zmq.XPUB)
+    publisher.setsockopt(zmq.LINGER, 0)
+    publisher.bind(f"tcp://127.0.0.1:{port}")
+    endpoint = f"tcp://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [endpoint if word == "ENDPOINT" else word for word in command],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **options,
+    )
+    try:
+        yield publisher, process
+    finally:
+        publisher.close()
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+def check_then_interrupt(publisher_payloads):
+    """A check connected to a binding publisher, stopped with Ctrl-C once the
+    publisher has sent its payloads (or at once when there are none)."""
+    command = [sys.executable, "-m", "harness", "check-stream", "--timeout", "900"]
+    with publisher_and_check(
+        [*command, "--zmq", "ENDPOINT"], preexec_fn=default_signal_dispositions
+    ) as (publisher, process):
+        assert publisher.poll(30_000), "the check did not subscribe"
+        publisher.recv()
+        for seq, data in enumerate(publisher_payloads):
+            publisher.send_multipart((b"kv", seq.to_bytes(8, "big"), data))
+        time.sleep(1.0)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    return process.returncode, out, err
+
+
+def test_an_interrupted_check_says_so():
+    status, out, _ = check_then_interrupt([payload(stored([1], None))] * 2)
+    assert status == 0
+    assert "  stopped by Ctrl-C after 2 message(s)\n" in out
+    assert "1 stores of an already-live hash" in out
+
+
+def test_a_check_interrupted_before_anything_arrived_says_so():
+    status, _, err = check_then_interrupt([])
+    assert status == 16
+    assert err.splitlines()[-1].endswith(
+        ": incomplete: stopped by Ctrl-C before any message arrived"
+    )
+
+
+# Runs its command and prints the peak memory of it, in KiB, as its last line.
+PEAK_MEMORY = (
+    "import resource, subprocess, sys\n"
+    "status = subprocess.call(sys.argv[1:])\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+    "sys.exit(status)\n"
+)
+
+
+def wait_for_subscription(publisher) -> None:
+    """Until a subscriber subscribes (b"\\x01..."; b"\\x00..." is one leaving)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if publisher.poll(100) and publisher.recv().startswith(b"\x01"):
+            return
+    raise AssertionError("no subscriber came")
+
+
+def test_a_frame_over_the_limit_is_refused_before_it_is_held_whole():
+    """A small message, a 96 MiB one, a small one: the check refuses the
+    second (ZMQ closes its connection before the frame is held whole),
+    reconnects, sees the third, and reports the gap, in far less memory than
+    the frame."""
+    command = [sys.executable, "-c", PEAK_MEMORY, sys.executable, "-m", "harness"]
+    command += ["check-stream", "--timeout", "30", "--max-events", "2"]
+    small = payload(stored([1], None))
+    big = b"\x00" * (MAX_PAYLOAD_BYTES + (32 << 20))
+    with publisher_and_check([*command, "--zmq", "ENDPOINT"]) as (publisher, process):
+        wait_for_subscription(publisher)
+        publisher.send_multipart((b"kv", (0).to_bytes(8, "big"), small))
+        publisher.send_multipart((b"kv", (1).to_bytes(8, "big"), big))
+        wait_for_subscription(publisher)  # reconnected after the refusal
+        publisher.send_multipart((b"kv", (2).to_bytes(8, "big"), small))
+        out, err = process.communicate(timeout=60)
+    *lines, peak_kib = err.splitlines()
+    assert process.returncode == 16, out + err
+    assert lines[-1].endswith(": incomplete: 1 message(s) missing: message 1")
+    assert "the publisher's connection closed 1 time(s)" in out
+    assert "over the 64 MiB limit" in out
+    assert int(peak_kib) >> 10 < 80, f"the check held {int(peak_kib) >> 10} MiB"
