@@ -121,8 +121,8 @@ class Submission:
     def verdict_gaps(self) -> list[str]:
         """Tests the series adds, in files the verdict ran, that it has no
         outcome for: a verdict made from another revision of the series.
-        (A test in a file outside the verdict's selection, such as the
-        scheduler's, is shown by the fail-before-fix runs instead.)"""
+        (A test in a file outside the verdict's selection is shown by the
+        fail-before-fix runs instead.)"""
         if self.verdict is None:
             return []
         outcomes = self.verdict.get("patched", {}).get("outcomes", {})

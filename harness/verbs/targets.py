@@ -8,7 +8,8 @@ def register(parser) -> None:
         "--tests",
         metavar="TARGET",
         help="print TARGET's upstream test selection instead, one per line "
-        "(for pytest in a fork: pytest $(python -m harness targets --tests T))",
+        "(for pytest in a fork: pytest $(python -m harness targets --tests T "
+        "--in .))",
     )
     parser.add_argument(
         "--selection",
@@ -16,14 +17,32 @@ def register(parser) -> None:
         default="ci",
         help="with --tests: ci (default, what `test` runs) or full",
     )
-    parser.set_defaults(run=run)
+    parser.add_argument(
+        "--in",
+        dest="tree",
+        metavar="DIR",
+        help="with --tests: leave out the single tests (FILE::TEST) that the "
+        "vLLM tree DIR does not define, as `test` does for each tree: a test "
+        "the strict tier adds, where the default tier is applied",
+    )
+    parser.set_defaults(run=run, usage_error=parser.error)
 
 
 def run(args) -> int:
     if args.tests:
         from harness.targets import get_target
 
-        print("\n".join(get_target(args.tests).selection(args.selection)))
+        tests = get_target(args.tests).selection(args.selection)
+        if args.tree is not None:
+            from pathlib import Path
+
+            from harness.runs.upstream import runnable_in
+
+            tree = Path(args.tree)
+            if not tree.is_dir():
+                args.usage_error(f"--in {args.tree}: not a directory")
+            tests = runnable_in(tree, tests)
+        print("\n".join(tests))
         return 0
     for target in load_targets().values():
         release = getattr(target.source, "version", "")

@@ -4,7 +4,7 @@ import pytest
 from support.trees import UPSTREAM_OUTCOMES, UPSTREAM_TREE, write_tree
 
 from harness.errors import TestRunError
-from harness.runs.upstream import run_upstream
+from harness.runs.upstream import run_upstream, runnable_in
 
 
 def test_outcomes_keep_node_ids_classes_and_parameters(tmp_path):
@@ -21,6 +21,21 @@ def test_collection_error_is_an_outcome_and_the_rest_still_runs(tmp_path):
     outcomes = run_upstream(tree, ("tests",), "0", "patched")
     assert outcomes["tests/test_gone.py"] == "error"
     assert outcomes["tests/test_a.py::test_capacity"] == "passed"
+
+
+def test_a_test_the_tree_does_not_define_is_left_out_of_its_run(tmp_path):
+    added = "tests/test_a.py::test_added_by_the_series"
+    tree = write_tree(tmp_path / "tree", UPSTREAM_TREE)
+    assert runnable_in(tree, ("tests/test_a.py::test_param[1]", added)) == [
+        "tests/test_a.py::test_param[1]"
+    ]
+    assert runnable_in(tree, ("tests/test_a.py::TestDevice::test_cpu",)) == [
+        "tests/test_a.py::TestDevice::test_cpu"
+    ]
+    assert runnable_in(tree, ("tests/test_absent.py::test_x", "tests")) == ["tests"]
+    # pytest alone would run nothing: a node id it cannot find stops it (exit 4)
+    outcomes = run_upstream(tree, ("tests/test_a.py::test_capacity", added), "0", "x")
+    assert outcomes == {"tests/test_a.py::test_capacity": "passed"}
 
 
 def test_a_run_that_ran_nothing_is_refused(tmp_path):

@@ -1,6 +1,8 @@
 """`targets`: the pinned targets with their release, and one target's
 upstream tests for a fork's pytest."""
 
+import pytest
+
 from harness import cli
 from harness.targets import get_target
 
@@ -22,3 +24,21 @@ def test_tests_prints_a_targets_selection_one_per_line(capsys):
 def test_tests_of_an_unknown_target_is_one_line(capsys):
     assert cli.main(["targets", "--tests", "0.1"]) == 5
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_tests_in_a_tree_leave_out_a_test_it_does_not_define(tmp_path, capsys):
+    scheduler = tmp_path / "tests/v1/core/test_scheduler.py"
+    scheduler.parent.mkdir(parents=True)
+    scheduler.write_text("def test_schedule():\n    pass\n")
+    assert cli.main(["targets", "--tests", "main", "--in", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    selection = get_target("main").selection("ci")
+    single = [test for test in selection if "::" in test]
+    assert single and printed == [test for test in selection if "::" not in test]
+
+
+def test_tests_in_a_missing_directory_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["targets", "--tests", "main", "--in", str(tmp_path / "absent")])
+    assert stop.value.code == 2
+    assert "--in" in capsys.readouterr().err
