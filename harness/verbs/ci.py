@@ -261,6 +261,7 @@ E2E_COLUMNS = (
     "router exact %",
     "over (mean)",
     "under (mean)",
+    "resets late",
     "session time",
     "tests",
     "run time",
@@ -342,6 +343,9 @@ def e2e_rows(report: dict) -> list[list[str]]:
             else "-",
             "over (mean)": _mean_cell(fidelity["over"], fidelity["over_tokens"]),
             "under (mean)": _mean_cell(fidelity["under"], fidelity["under_tokens"]),
+            # a reset whose AllBlocksCleared reached the stream only after the
+            # next request was sent (rule C9)
+            "resets late": f"{session['late_resets']} of {session['resets']}",
             "session time": f"{session['wall_seconds']:.0f} s",
             "tests": _test_counts(tests),
             "run time": f"{report['wall_seconds']:.0f} s",

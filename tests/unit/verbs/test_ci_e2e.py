@@ -58,6 +58,8 @@ def an_end_to_end(target: str = "0.28", strict_fixes_k4: bool = False) -> EndToE
             "pristine",
             {MAMBA: {"C1": 39, "C3": 27}, ATTENTION: {"C1": 14}},
             hash_block_stores=41,
+            resets=2,
+            late_resets=1,
             unreported_parent=[Violation("C1", 1, 0, (), "")] * 27,
             whole_block_by_group={MAMBA: Counter(C1=26, C3=27), ATTENTION: Counter()},
         ),
@@ -138,6 +140,7 @@ def test_releases_renders_a_row_per_session_with_where_it_was_taken(tmp_path, ca
         "router exact %": "78.3",
         "over (mean)": "0 (0)",
         "under (mean)": "5 (256)",
+        "resets late": "1 of 2",
         "session time": "61 s",
         "tests": "25 passed",
         "run time": "201 s",
@@ -147,6 +150,7 @@ def test_releases_renders_a_row_per_session_with_where_it_was_taken(tmp_path, ca
     assert default["by group"] == f"{MAMBA}: C1 26, C3 27; {ATTENTION}: none"
     assert strict["fixes"] == "K1, K2, K3"
     assert strict["over (mean)"] == "5 (32)"
+    assert strict["resets late"] == "0 of 0"
 
 
 def test_e2e_rows_follow_the_verdict_rows_in_a_table_of_their_own(tmp_path, capsys):
