@@ -29,7 +29,8 @@ Each violation the project's stream checker finds (rules C1-C6 of
 docs/contract.md) is counted under ``RULE:LABEL``, LABEL naming the pool
 call that emitted the event (for partial registrations also where the
 entry's chain starts: ``first-block``, or ``unheld-start`` when the pool no
-longer holds the hash at the start of the entry's cache block), with
+longer holds the hash at the start of the entry's cache block; ``shared``
+when another KV cache group holds one of its boundaries, class K7), with
 ``+added`` when the event is one the baseline tree does not emit in that
 operation. ``M:LABEL`` counts stores whose per-hash metadata (extra keys,
 lookahead tokens, LoRA) disagrees with an earlier store of the same hash over
@@ -254,7 +255,22 @@ class Fuzzer:
             )
         else:
             kind = "first"
-        return f"partial:{kind}{self.chain_start(request, num_tokens, group)}"
+        position = self.chain_start(request, num_tokens, group)
+        if not position and kind in ("first", "replace"):
+            if self.other_group_holds_a_boundary(request, num_tokens, group):
+                position = "-shared"
+        return f"partial:{kind}{position}"
+
+    def other_group_holds_a_boundary(self, request, num_tokens: int, group: int):
+        """Whether another group holds one of the hashes between the entry's
+        cache block start and the entry (groups share external hashes: K7)."""
+        start = (num_tokens - 1) // self.block_sizes[group] * self.block_sizes[group]
+        return any(
+            self.held(other, request.block_hashes[end // self.hbs - 1])
+            for other in range(len(self.block_sizes))
+            if other != group
+            for end in range(start + self.hbs, num_tokens, self.hbs)
+        )
 
     def chain_start(self, request, num_tokens: int, group: int) -> str:
         """Where the entry's chain starts: ``-block-end`` for an entry that
