@@ -160,17 +160,20 @@ def runnable_in(tree: Path, tests: tuple[str, ...]) -> list[str]:
     not define NAME: a test the series adds is absent from the pristine tree,
     and pytest runs nothing at all when a node id names a test it cannot find.
     Files are passed as given (a missing file is pytest's error to report)."""
+    from harness.series.evidence import test_functions
+
     runnable = []
     for test in tests:
-        path, _, rest = test.partition("::")
-        if rest:
-            name = rest.rsplit("::", 1)[-1].split("[", 1)[0]
+        path, _, name = test.partition("::")
+        if name:
             try:
                 text = (tree / path).read_text(encoding="utf-8", errors="replace")
+                defined = name.split("[", 1)[0] in test_functions(text)
             except OSError:
-                continue
-            defined = rf"^[ \t]*(?:async[ \t]+)?def {re.escape(name)}\("
-            if not re.search(defined, text, re.MULTILINE):
+                defined = False
+            except SyntaxError:  # pytest reports the file as it is
+                defined = True
+            if not defined:
                 continue
         runnable.append(test)
     return runnable

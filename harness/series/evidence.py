@@ -128,9 +128,16 @@ def _test_functions(repo: Path, commit: str, path: str) -> dict[str, str]:
     except ExportError:  # not in that commit
         return {}
     try:
-        module = ast.parse(text)
+        return test_functions(text)
     except SyntaxError as exc:
         raise ExportError(f"{path} at {commit} is not Python: {exc}") from None
+
+
+def test_functions(text: str) -> dict[str, str]:
+    """Test name (``test_x`` or ``TestY::test_x``, as in a pytest node id)
+    -> its code, decorators included and positions left out, in the Python
+    source ``text``; SyntaxError where it is not Python."""
+    module = ast.parse(text)
     found = {}
     for node in module.body:
         if _is_test(node):
