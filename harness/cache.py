@@ -1,7 +1,8 @@
 """The harness cache: every path in it, and the lock that guards an entry.
 
 The cache lives in $HARNESS_CACHE_DIR, else $XDG_CACHE_HOME/vllm-kv-series,
-else ~/.cache/vllm-kv-series, and is safe to delete. Every entry is written
+else ~/.cache/vllm-kv-series (a relative XDG_CACHE_HOME, or an empty or
+relative HOME, is refused), and is safe to delete. Every entry is written
 under a file lock and moved into place only when complete, so parallel runs
 share one download and a half-written entry is never seen. A run that waits
 for a lock says so, naming the run that holds it (its pid and command line,
@@ -37,8 +38,24 @@ from harness.log import progress, warning
 def root() -> Path:
     if override := os.environ.get("HARNESS_CACHE_DIR"):
         return _resolved(Path(override), "HARNESS_CACHE_DIR")
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return _resolved(Path(base), "XDG_CACHE_HOME") / "vllm-kv-series"
+    if xdg := os.environ.get("XDG_CACHE_HOME"):
+        if not os.path.isabs(xdg):  # the XDG spec calls a relative one invalid
+            raise CacheError(
+                f"XDG_CACHE_HOME is a relative path ({xdg}), so the harness "
+                f"cache has no fixed place; set XDG_CACHE_HOME to an absolute "
+                f"path, or HARNESS_CACHE_DIR to a directory"
+            )
+        return _resolved(Path(xdg), "XDG_CACHE_HOME") / "vllm-kv-series"
+    home = os.environ.get("HOME")
+    if home is not None and not os.path.isabs(home):
+        # Python takes an empty HOME for "/", a relative one for the working
+        # directory's: neither is anyone's home
+        raise CacheError(
+            f"HOME is {'empty' if not home else f'a relative path ({home})'}, "
+            f"so the harness cache (~/.cache/vllm-kv-series) has no place; set "
+            f"HARNESS_CACHE_DIR to a directory (or XDG_CACHE_HOME)"
+        )
+    return _resolved(Path.home() / ".cache", "HOME") / "vllm-kv-series"
 
 
 def _resolved(path: Path, variable: str) -> Path:

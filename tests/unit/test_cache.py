@@ -60,3 +60,53 @@ def test_a_run_waiting_for_a_lock_says_for_whom(monkeypatch, tmp_path, capsys):
         f"harness: waiting for tree-x in the harness cache, which another run "
         f"holds (pid {holder.pid}, python -m harness fetch --target main, since "
     )
+
+
+def _cache_refused(monkeypatch, tmp_path, capsys, **env) -> str:
+    """Run `fetch` with the cache's variables set to ``env`` from an empty
+    working directory; return the one line, and check nothing was written."""
+    from harness import cli
+
+    for name in ("HARNESS_CACHE_DIR", "XDG_CACHE_HOME", "HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    assert cli.main(["fetch", "--target", "main"]) == 17
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert list(cwd.iterdir()) == []
+    return err
+
+
+def test_an_empty_home_is_refused_not_taken_for_root(monkeypatch, tmp_path, capsys):
+    err = _cache_refused(monkeypatch, tmp_path, capsys, HOME="")
+    assert err == (
+        "error: HOME is empty, so the harness cache (~/.cache/vllm-kv-series) "
+        "has no place; set HARNESS_CACHE_DIR to a directory (or XDG_CACHE_HOME)\n"
+    )
+
+
+def test_a_relative_home_is_refused(monkeypatch, tmp_path, capsys):
+    err = _cache_refused(monkeypatch, tmp_path, capsys, HOME="home")
+    assert err.startswith("error: HOME is a relative path (home), so the harness ")
+
+
+def test_a_relative_xdg_cache_home_is_refused(monkeypatch, tmp_path, capsys):
+    err = _cache_refused(monkeypatch, tmp_path, capsys, HOME="", XDG_CACHE_HOME="c")
+    assert err == (
+        "error: XDG_CACHE_HOME is a relative path (c), so the harness cache has "
+        "no fixed place; set XDG_CACHE_HOME to an absolute path, or "
+        "HARNESS_CACHE_DIR to a directory\n"
+    )
+
+
+def test_an_empty_home_is_no_matter_when_the_cache_is_set(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", "")
+    monkeypatch.delenv("HARNESS_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache.root() == tmp_path / "vllm-kv-series"
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "own"))
+    assert cache.root() == tmp_path / "own"
