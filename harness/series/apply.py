@@ -18,7 +18,8 @@ stop signal alike (harness.processes raises those as exceptions, and ends
 quilt or git with their children first):
 
 - a new tree is built in scratch space beside its destination
-  (harness.scratch) and renamed into place when every patch applied;
+  (harness.scratch) and renamed into place when every patch applied; the
+  folders made to hold it are removed again if it is not;
 - onto a checkout, the series is applied to a scratch copy of the files it
   touches, outside the checkout; only once every patch applied are the
   changed files written into the checkout (harness.series.snapshot), and
@@ -177,8 +178,9 @@ def build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
             f"{target.name}, which would be copied into itself; choose a "
             f"destination outside it"
         )
+    made: list[Path] = []
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        made = _make_folders(dest.parent)
         with scratch.directory(dest.parent, "apply") as work:
             tree = work / "tree"
             progress(f"copying the pristine tree of {target.name} ({pristine})")
@@ -187,11 +189,49 @@ def build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
             apply_series(tree, series, applier)
             _move_into_place(tree, dest)
     except OSError as exc:
+        _remove_folders(made)
         raise OutputError(
             f"cannot build the patched tree at {dest}: {_why(exc)}"
         ) from None
+    except BaseException:  # a patch that fails, a stop signal
+        _remove_folders(made)
+        raise
     progress(f"{len(series.entries)} patch(es) of tier {tier} applied: {dest}")
     return dest
+
+
+def _make_folders(folder: Path) -> list[Path]:
+    """Make ``folder`` and its missing parents; return those this run made,
+    outermost first (a folder another run makes meanwhile is not among them).
+    Made folders are in the list as soon as they exist, even if a later one
+    fails."""
+    missing = []
+    for candidate in (folder, *folder.parents):
+        if candidate.exists() or candidate.is_symlink():
+            break
+        missing.append(candidate)
+    made: list[Path] = []
+    try:
+        for candidate in reversed(missing):
+            try:
+                candidate.mkdir()
+            except FileExistsError:
+                continue  # another run's
+            made.append(candidate)
+    except BaseException:
+        _remove_folders(made)
+        raise
+    return made
+
+
+def _remove_folders(made: list[Path]) -> None:
+    """Remove the folders ``_make_folders`` made, innermost first, each only
+    if still empty (another run may have put something there)."""
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            return  # not empty, or gone: its parents stay too
 
 
 def _check_new_destination(dest: Path) -> None:
