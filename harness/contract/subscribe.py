@@ -50,6 +50,11 @@ SEQUENCE_SUFFIX = ".seq"
 GAPS_NAMED = 3
 # How long a replay endpoint has to answer, and to finish sending.
 REPLAY_WAIT_S = 10.0
+# The most a replay may send, whatever it holds: vLLM's sends its buffer once
+# (buffer_steps batches, 10,000 by default, of kilobytes each), then an end
+# marker; an endpoint that sends more is refused, not held.
+REPLAY_MAX_MESSAGES = 100_000
+REPLAY_MAX_BYTES = 512 << 20
 # vLLM's end-of-replay marker (ZmqEventPublisher.END_SEQ): sequence -1.
 END_SEQ = (-1).to_bytes(8, "big", signed=True)
 
@@ -274,37 +279,77 @@ def replay(
 ) -> list[tuple[int, bytes, int | None]]:
     """The messages ``start`` to ``end - 1`` that vLLM's replay endpoint still
     holds, as `Subscription` yields them (fewer when its buffer no longer
-    reaches back to ``start``)."""
+    reaches back to ``start``). The replay is bounded: it ends within
+    `REPLAY_WAIT_S`, and after `REPLAY_MAX_MESSAGES` messages or
+    `REPLAY_MAX_BYTES` bytes, whichever comes first, and an endpoint that
+    reaches a bound is an error that names it; a message sent twice is kept
+    once."""
     zmq = require("zmq", "capture")
     socket = zmq.Context.instance().socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
     socket.setsockopt(zmq.MAXMSGSIZE, MAX_PAYLOAD_BYTES)
-    found = []
+    found: dict[int, tuple[int, bytes, int | None]] = {}
+    messages = size = 0
     deadline = time.monotonic() + REPLAY_WAIT_S
     try:
         socket.connect(local(endpoint))
         socket.send_multipart([b"", start.to_bytes(8, "big")])
         while True:
             wait_ms = max(0, int((deadline - time.monotonic()) * 1000))
-            if not socket.poll(wait_ms):
+            if not socket.poll(wait_ms) or time.monotonic() >= deadline:
                 raise SubscriptionError(
-                    f"replay endpoint {endpoint} did not answer in "
+                    _replay_stopped(endpoint, messages, size, len(found))
+                    if messages
+                    else f"replay endpoint {endpoint} did not answer in "
                     f"{REPLAY_WAIT_S:g} s; give the engine's kv_events_config "
                     f"replay_endpoint (it binds it; tcp://HOST:PORT here)"
                 )
             frames = socket.recv_multipart()
+            messages += 1
+            size += sum(len(frame) for frame in frames)
+            if messages > REPLAY_MAX_MESSAGES or size > REPLAY_MAX_BYTES:
+                bound = (
+                    f"{REPLAY_MAX_MESSAGES} messages"
+                    if messages > REPLAY_MAX_MESSAGES
+                    else f"{REPLAY_MAX_BYTES >> 20} MiB"
+                )
+                raise SubscriptionError(
+                    _replay_stopped(endpoint, messages, size, len(found), bound)
+                )
             if len(frames) != 4:
                 continue
             _, message_topic, seq_bytes, payload = frames
             if seq_bytes == END_SEQ:
-                return found
+                return [found[seq] for seq in sorted(found)]
             seq = int.from_bytes(seq_bytes, "big")
-            if start <= seq < end and message_topic.startswith(topic.encode()):
-                found.append((seq, payload, count_events(payload)))
+            if (
+                start <= seq < end
+                and seq not in found
+                and message_topic.startswith(topic.encode())
+            ):
+                found[seq] = (seq, payload, count_events(payload))
     except zmq.ZMQError as exc:
         raise SubscriptionError(f"replay endpoint {endpoint}: {exc}") from None
     finally:
         socket.close()
+
+
+def _replay_stopped(
+    endpoint: str, messages: int, size: int, kept: int, bound: str | None = None
+) -> str:
+    """The line for a replay that reached a bound: more than ``bound``, or,
+    without one, its time."""
+    hit = (
+        f"sent more than {bound}"
+        if bound
+        else f"was still sending after {REPLAY_WAIT_S:g} s"
+    )
+    return (
+        f"replay endpoint {endpoint} {hit} without ending its replay "
+        f"({messages} messages, {size} bytes, {kept} of them asked for): a "
+        f"flood, not vLLM's replay (its buffer once, then an end marker); "
+        f"stopped reading it"
+    )
 
 
 def with_replay(messages, endpoint: str | None, topic: str = "", replayed=None):

@@ -15,7 +15,12 @@ import zmq
 from support import REPO_ROOT
 from support.cli import harness
 from support.events import cleared, payload, removed, stored
-from support.publisher import free_port, run_with_publisher, run_with_replay
+from support.publisher import (
+    free_port,
+    publish_with_replay,
+    run_with_publisher,
+    run_with_replay,
+)
 from support.stopping import default_signal_dispositions
 
 from harness.contract.wire import MAX_PAYLOAD_BYTES
@@ -140,6 +145,74 @@ def test_a_replay_endpoint_that_does_not_answer_is_one_line(monkeypatch):
     assert found == []
     assert str(failed.value).startswith("replay endpoint tcp://127.0.0.1:")
     assert "did not answer in 0.3 s" in str(failed.value)
+
+
+@contextmanager
+def flooding_replay(flood: bytes):
+    """A replay endpoint that answers a request with its start message, again
+    and again, never ending the replay."""
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    replay = f"tcp://127.0.0.1:{free_port()}"
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=publish_with_replay, args=(endpoint, replay, [], [], stop, flood)
+    )
+    thread.start()
+    try:
+        yield replay
+    finally:
+        stop.set()
+        thread.join()
+
+
+@pytest.mark.parametrize(
+    ("bound", "value", "hit"),
+    [
+        ("REPLAY_WAIT_S", 1.0, "was still sending after 1 s"),
+        ("REPLAY_MAX_MESSAGES", 50, "sent more than 50 messages"),
+        ("REPLAY_MAX_BYTES", 1 << 20, "sent more than 1 MiB"),
+    ],
+)
+def test_a_replay_endpoint_that_floods_is_stopped_at_the_bound_it_hits(
+    monkeypatch, bound, value, hit
+):
+    from harness.contract import subscribe
+    from harness.errors import SubscriptionError
+
+    monkeypatch.setattr(subscribe, "REPLAY_WAIT_S", 5.0)
+    monkeypatch.setattr(subscribe, bound, value)
+    started = time.monotonic()
+    with (
+        flooding_replay(b"x" * (64 << 10)) as replay,
+        pytest.raises(SubscriptionError) as failed,
+    ):
+        subscribe.replay(replay, 1, 3)
+    assert time.monotonic() - started < 5.0 or bound == "REPLAY_WAIT_S"
+    line = str(failed.value)
+    assert line.startswith(f"replay endpoint {replay} {hit} without ending its ")
+    assert ", 1 of them asked for): a flood, not vLLM's replay " in line
+    assert "did not answer" not in line
+    assert "\n" not in line
+
+
+def test_a_check_whose_replay_floods_with_large_frames_stops_at_its_bytes():
+    """4 MiB frames of one in-range message, sent without end: the check
+    exits 10 with the bound named, holding the message once, not 3.5 GB."""
+    live = [(2, payload(stored([3], None)))]
+    result = run_with_replay(
+        ["check-stream", "--timeout", "30", "--max-events", "1"],
+        [],
+        live,
+        flood=b"x" * (4 << 20),
+    )
+    assert result.returncode == 10, result.stdout + result.stderr
+    [line] = result.stderr.splitlines()
+    assert " sent more than 512 MiB without ending its replay (" in line
+    assert line.endswith(
+        "1 of them asked for): a flood, not vLLM's replay (its buffer once, then "
+        "an end marker); stopped reading it"
+    )
+    assert result.stdout == ""
 
 
 def test_replay_goes_with_a_live_check(tmp_path):
