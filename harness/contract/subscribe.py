@@ -370,12 +370,14 @@ def with_replay(messages, endpoint: str | None, topic: str = "", replayed=None):
 @dataclass
 class StartPoint:
     """Where the check of a live stream starts: at message 0 (the engine's
-    first), else at the first AllBlocksCleared, the first complete state
-    (every view empty); the messages before it are counted, not checked."""
+    first, also when it follows later ones: a restarted publisher), else at
+    the first AllBlocksCleared, the first complete state (every view empty);
+    the messages before it are counted, not checked."""
 
     first: int | None = None  # the first message's sequence number
     start: int | None = None  # the message the check starts at
     skipped: int = 0
+    restarted: bool = False  # a message 0 after a later first: a new stream
 
     def checkable(self, seq: int, events: list) -> list | None:
         """The events of message ``seq`` to check, None before the start."""
@@ -385,6 +387,7 @@ class StartPoint:
             self.first = seq
         if seq == 0:
             self.start = 0
+            self.restarted = self.first > 0
             return events
         for index, event in enumerate(events):
             if type(event) is AllBlocksCleared:
@@ -406,6 +409,13 @@ class StartPoint:
         )
         if self.start is None:
             return joined
+        if self.restarted:
+            return (
+                f"{joined}; then the sequence went back to 0 (a restarted "
+                f"publisher?): checked from that message 0, the new stream's "
+                f"first, on, {self.skipped} message(s) before it counted, not "
+                f"checked"
+            )
         return (
             f"{joined}; checked from message {self.start}'s AllBlocksCleared "
             f"(a prefix-cache reset: the first complete state) on, "

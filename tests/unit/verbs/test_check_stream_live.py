@@ -112,6 +112,32 @@ def test_a_check_joined_late_without_a_complete_state_is_incomplete():
     assert "C1" not in result.stdout  # joining late is not a violation
 
 
+def test_a_message_0_after_a_late_first_is_named_a_restart_not_a_reset():
+    """The first message numbered ff..ff, then message 0 (no AllBlocksCleared
+    in it): the check starts at message 0, and the note says why."""
+    numbers = [2**64 - 1, 0, 1]
+    payloads = [
+        payload(stored([12], 11)),
+        payload(stored([1], None)),
+        payload(stored([2], 1)),
+    ]
+    result = run_with_publisher(
+        [*CHECK, "--max-events", "3"], payloads, numbers, binds=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ": 2 batches, 2 events, 0 stores of an already-live hash, 0 " in (
+        result.stdout
+    )
+    assert (
+        f"  joined at message {2**64 - 1} (messages 0-{2**64 - 2} were sent "
+        f"before the subscription started); then the sequence went back to 0 "
+        f"(a restarted publisher?): checked from that message 0, the new "
+        f"stream's first, on, 1 message(s) before it counted, not checked\n"
+    ) in result.stdout
+    assert "AllBlocksCleared" not in result.stdout
+    assert result.stderr == ""
+
+
 def test_the_replay_endpoint_gives_what_a_late_check_missed():
     before = [(0, payload(stored([1], None))), (1, payload(stored([2], 1)))]
     live = [(2, payload(stored([3], 2))), (3, payload(removed([3, 2, 1])))]
