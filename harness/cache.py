@@ -12,6 +12,9 @@ which the holder writes into the lock file).
     quarantine/                     cached sdists that no longer matched their pin
     trees/IDENTITY/                 unpacked pristine trees (read only)
     patched/TARGET-TIER-KEY/        patched trees, keyed by source and series
+                                    (no path a user gives a verb to write,
+                                    --dest, --out, --report, is taken in
+                                    either: `outside_trees`)
     outcomes/KEY.json               pristine upstream outcomes
     reports/TARGET-TIER-SEL.json    the newest verdict of `python -m harness test`
     reports/e2e-TARGET.json         the newest e2e report (`pytest tests/e2e`,
@@ -31,7 +34,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.errors import CacheError
+from harness.errors import CacheError, OutputError
 from harness.log import progress, warning
 
 
@@ -116,6 +119,48 @@ def _holder() -> str:
     """Who holds a lock, as a waiting run shows it."""
     command = " ".join(["python -m harness", *sys.argv[1:]])[:300]
     return f"pid {os.getpid()}, {command}, since {time.strftime('%H:%M:%S')}"
+
+
+# The cache's folders of trees: only `fetch` and `apply` (into the cache, by
+# the harness itself) write there; every run reads them as they were made.
+TREE_FOLDERS = ("trees", "patched")
+
+
+def tree_folder_holding(path: Path) -> Path | None:
+    """The cache's folder of trees (`TREE_FOLDERS`) that ``path`` lies in or
+    is, symlinks followed, else None (also when no cache can be found)."""
+    try:
+        base = root()
+        resolved = path.resolve()
+    except (CacheError, RuntimeError, OSError):
+        return None
+    for name in TREE_FOLDERS:
+        try:
+            folder = (base / name).resolve()
+        except (RuntimeError, OSError):
+            continue
+        if resolved.is_relative_to(folder):
+            return folder
+    return None
+
+
+def in_trees(path: Path) -> str | None:
+    """Why ``path`` is no place to write, when it lies in the cache's trees:
+    a run there would change what every later run reads as pristine or
+    patched; else None."""
+    if (folder := tree_folder_holding(path)) is None:
+        return None
+    return (
+        f"{path} is inside the harness cache's {folder}, whose trees every run "
+        f"reads as they were made; no verb writes there: give a path outside it"
+    )
+
+
+def outside_trees(path: Path, what: str) -> None:
+    """Refuse ``path`` (``what``: the option that named it) as a place to
+    write when it lies in the cache's trees (`in_trees`)."""
+    if (problem := in_trees(path)) is not None:
+        raise OutputError(f"{what} {problem}")
 
 
 def quarantine() -> Path:

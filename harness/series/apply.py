@@ -167,7 +167,13 @@ def apply_series(tree: Path, series: Series, applier) -> None:
 
 
 def build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
-    """A patched copy of the pristine tree at dest, which must not exist yet."""
+    """A patched copy of the pristine tree at dest, which must not exist yet
+    and must lie outside the harness cache's trees."""
+    cache.outside_trees(dest, "--dest")
+    return _build_patched_tree(target, tier, dest)
+
+
+def _build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
     series = load_series(target, tier)
     applier = choose_applier(series)
     _check_new_destination(dest)
@@ -291,7 +297,7 @@ def cached_patched_tree(target: Target, tier: str) -> Path:
         if tree.is_dir() and target.source.identity() is None:
             shutil.rmtree(tree)
         if not tree.is_dir():
-            build_patched_tree(target, tier, tree)
+            _build_patched_tree(target, tier, tree)
     return tree
 
 
@@ -304,6 +310,7 @@ def apply_onto(target: Target, tier: str, checkout: Path) -> None:
     """Apply the series onto a clean git checkout, all or nothing: to a
     scratch copy of the files it touches first, then, once every patch
     applied, the changed files written into the checkout."""
+    cache.outside_trees(checkout, "--onto")
     series = load_series(target, tier)
     applier = choose_applier(series)
     processes.require_program("git", "--onto reads the checkout with it")

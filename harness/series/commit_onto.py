@@ -21,7 +21,7 @@ it says which files changed and how to go back, and touches nothing.
 import textwrap
 from pathlib import Path
 
-from harness import processes
+from harness import cache, processes
 from harness.errors import SeriesError
 from harness.log import progress
 from harness.processes import stop_signals_held
@@ -68,6 +68,7 @@ def _check_checkout(target: Target, checkout: Path) -> str:
 def commit_onto(target: Target, tier: str, checkout: Path) -> list[str]:
     """One commit per patch onto a clean checkout, all or none; returns the
     new commits' one-line summaries."""
+    cache.outside_trees(checkout, "--onto")
     series = load_series(target, tier)
     start = _check_checkout(target, checkout)
     try:
