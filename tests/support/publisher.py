@@ -88,6 +88,7 @@ def publish_with_replay(
     live: list[tuple[int, bytes]],
     stop: threading.Event,
     flood: bytes | None = None,
+    binds: bool = True,
 ):
     """vLLM's publisher with a replay endpoint (a bound PUB and a ROUTER):
     ``buffered`` were sent before anyone subscribed and are kept for replay,
@@ -95,7 +96,9 @@ def publish_with_replay(
     kept messages from its start on, then the end marker, as
     ZmqEventPublisher._service_replay sends them. With ``flood``, a hostile
     one: a replay request gets its start message, payload ``flood``, sent
-    again and again until the publisher is stopped, and no end marker."""
+    again and again until the publisher is stopped, and no end marker.
+    Without ``binds``, the PUB connects to ``endpoint``, as vLLM's does to a
+    tcp://HOST:PORT endpoint (the e2e session's), and the subscriber binds."""
     context = zmq.Context.instance()
     publisher = context.socket(zmq.XPUB)
     router = context.socket(zmq.ROUTER)
@@ -103,7 +106,10 @@ def publish_with_replay(
         each.setsockopt(zmq.LINGER, 0)
     if flood is not None:
         router.setsockopt(zmq.SNDHWM, 4)  # what the subscriber has not read waits
-    publisher.bind(endpoint)
+    if binds:
+        publisher.bind(endpoint)
+    else:
+        publisher.connect(endpoint)
     router.bind(replay_endpoint)
     kept = list(buffered)
     poller = zmq.Poller()
