@@ -110,11 +110,15 @@ def read_sequence_numbers(path: Path) -> list[int]:
     with path.open("rb") as lines:
         for number, line in enumerate(lines, 1):
             try:
-                numbers.append(int(line))
+                seq = int(line)
             except ValueError:
+                seq = -1
+            if not 0 <= seq < 1 << 64:  # the publisher's 8 bytes, unsigned
                 raise UnreadableInput(
-                    f"{path}:{number}: not a sequence number: {line[:40]!r}"
-                ) from None
+                    f"{path}:{number}: not a sequence number (0 to 2**64 - 1): "
+                    f"{line[:40]!r}"
+                )
+            numbers.append(seq)
     return numbers
 
 
