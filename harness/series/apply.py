@@ -241,6 +241,13 @@ def _remove_folders(made: list[Path]) -> None:
 
 
 def _check_new_destination(dest: Path) -> None:
+    try:
+        _check_new_path(dest)
+    except OSError as exc:  # a name too long, a path through a file, ...
+        raise OutputError(f"cannot make {dest}: {_why(exc)}") from None
+
+
+def _check_new_path(dest: Path) -> None:
     if dest.is_symlink():
         raise OutputError(
             f"{dest} is a symlink (to {os.readlink(dest)}); give a path that does "

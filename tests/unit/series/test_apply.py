@@ -137,6 +137,20 @@ def test_a_dest_that_is_a_dangling_symlink_is_one_line(tmp_path, monkeypatch, ca
     assert not (tmp_path / "nowhere").exists()
 
 
+def test_a_dest_whose_name_is_too_long_is_one_line(tmp_path, monkeypatch, capsys):
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    dest = tmp_path / ("y" * 300) / "patched"
+    assert cli.main(["apply", "--target", "t", "--dest", str(dest)]) == 11
+    assert capsys.readouterr().err == (
+        f"error: cannot make {dest}: File name too long: {dest}\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "harness",
+        "patches",
+        "pristine",
+    ]
+
+
 def test_a_dest_under_a_read_only_parent_is_one_line(tmp_path, monkeypatch, capsys):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     dest = unwritable_directory(tmp_path) / "patched"
