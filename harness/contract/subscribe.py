@@ -79,6 +79,8 @@ class SequenceCheck:
             if self.received == 0:
                 missed += " (sent before the subscription started)"
             self.gaps.append(missed)
+        elif seq == self.expected - 1:
+            self.gaps.append(f"message {seq} arrived again")
         elif seq < self.expected:
             self.gaps.append(
                 f"the sequence went back from {self.expected - 1} to {seq} "
@@ -186,7 +188,9 @@ def subscribe_numbered(
 
 class Subscription:
     """A SUB socket's messages, iterated once; ``disconnects`` counts the
-    connections to publishers that closed while it ran. ZMQ does not
+    connections to publishers that closed while it ran, ``malformed`` the
+    messages skipped for not being vLLM's three frames with an 8-byte
+    sequence number. ZMQ does not
     reconnect a connection it closed for a frame over MAXMSGSIZE, so a
     subscription that connects connects again."""
 
@@ -195,6 +199,7 @@ class Subscription:
         self.bind = publisher_connects(endpoint) if bind is None else bind
         self.disconnects = 0
         self.since_disconnect = 0  # messages received since the last one
+        self.malformed = 0  # messages not (topic, 8-byte number, payload)
         self._zmq = require("zmq", "capture")  # only the subscribing verbs need it
         self._messages = self._guarded(topic, max_events, timeout)
 
@@ -203,6 +208,16 @@ class Subscription:
 
     def close(self) -> None:
         self._messages.close()
+
+    def malformed_note(self) -> str:
+        """The messages skipped as malformed, as the end of a line ("" when
+        none was)."""
+        if not self.malformed:
+            return ""
+        return (
+            f"; {self.malformed} message(s) not of vLLM's form (topic, 8-byte "
+            f"sequence number, payload) skipped"
+        )
 
     def _guarded(self, topic, max_events, timeout):
         zmq = self._zmq
@@ -249,11 +264,14 @@ class Subscription:
                 if socket not in ready:
                     continue
                 frames = socket.recv_multipart()
-                if len(frames) != 3:
-                    print(
-                        f"subscribe: skipped a message of {len(frames)} frames",
-                        file=sys.stderr,
+                if len(frames) != 3 or len(frames[1]) != 8:
+                    self.malformed += 1
+                    shape = (
+                        f"{len(frames)} frames"
+                        if len(frames) != 3
+                        else f"a {len(frames[1])}-byte sequence number"
                     )
+                    print(f"subscribe: skipped a message of {shape}", file=sys.stderr)
                     continue
                 _, seq_bytes, payload = frames
                 count = count_events(payload)
@@ -295,20 +313,34 @@ def replay(
     found: dict[int, tuple[int, bytes, int | None]] = {}
     messages = size = 0
     deadline = time.monotonic() + REPLAY_WAIT_S
+    last = time.monotonic()  # when the last message arrived
     try:
         socket.connect(local(endpoint))
         socket.send_multipart([b"", start.to_bytes(8, "big")])
         while True:
             wait_ms = max(0, int((deadline - time.monotonic()) * 1000))
-            if not socket.poll(wait_ms) or time.monotonic() >= deadline:
+            arrived = socket.poll(wait_ms)
+            # Silent for half the wait: it stopped (not a flood cut at the end).
+            silent = time.monotonic() - last >= REPLAY_WAIT_S / 2
+            if not arrived and messages and silent:
                 raise SubscriptionError(
-                    _replay_stopped(endpoint, messages, size, len(found))
-                    if messages
-                    else f"replay endpoint {endpoint} did not answer in "
+                    f"replay endpoint {endpoint} sent {messages} messages "
+                    f"({size} bytes, {len(found)} of them asked for), then "
+                    f"nothing, and no end marker in {REPLAY_WAIT_S:g} s: not "
+                    f"vLLM's replay (its buffer, then an end marker)"
+                )
+            if not arrived and not messages:
+                raise SubscriptionError(
+                    f"replay endpoint {endpoint} did not answer in "
                     f"{REPLAY_WAIT_S:g} s; give the engine's kv_events_config "
                     f"replay_endpoint (it binds it; tcp://HOST:PORT here)"
                 )
+            if not arrived or time.monotonic() >= deadline:
+                raise SubscriptionError(
+                    _replay_stopped(endpoint, messages, size, len(found))
+                )
             frames = socket.recv_multipart()
+            last = time.monotonic()
             messages += 1
             size += sum(len(frame) for frame in frames)
             if messages > REPLAY_MAX_MESSAGES or size > REPLAY_MAX_BYTES:
@@ -320,8 +352,8 @@ def replay(
                 raise SubscriptionError(
                     _replay_stopped(endpoint, messages, size, len(found), bound)
                 )
-            if len(frames) != 4:
-                continue
+            if len(frames) != 4 or len(frames[2]) != 8:
+                continue  # not a message of vLLM's replay
             _, message_topic, seq_bytes, payload = frames
             if seq_bytes == END_SEQ:
                 return [found[seq] for seq in sorted(found)]

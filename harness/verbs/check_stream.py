@@ -228,6 +228,7 @@ def check_zmq(args) -> Checked:
             if args.timeout
             else "no message arrived"
         )
+        waited += subscription.malformed_note()
         return Checked(endpoint, checker, waited, checked.notes)
     if start.start is None:
         return Checked(

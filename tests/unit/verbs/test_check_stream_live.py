@@ -345,3 +345,73 @@ def test_a_frame_over_the_limit_is_refused_before_it_is_held_whole():
     assert "the publisher's connection closed 1 time(s)" in out
     assert "over the 64 MiB limit" in out
     assert int(peak_kib) >> 10 < 80, f"the check held {int(peak_kib) >> 10} MiB"
+
+
+@pytest.mark.parametrize("verb", ["check-stream", "capture"])
+def test_messages_not_of_vllms_form_are_counted_not_taken_for_silence(tmp_path, verb):
+    """A 2-frame message and 9-, 3- and 0-byte sequence numbers: each is
+    skipped, and the line says so rather than that nothing arrived."""
+    command = [sys.executable, "-m", "harness", verb, "--timeout", "3"]
+    if verb == "capture":
+        command += ["--out", str(tmp_path / "kv.bin")]
+    good = payload(stored([1], None))
+    with publisher_and_check([*command, "--zmq", "ENDPOINT"]) as (publisher, process):
+        assert publisher.poll(30_000), "the check did not subscribe"
+        publisher.recv()
+        publisher.send_multipart((b"kv", good))
+        for width in (9, 3, 0):
+            publisher.send_multipart((b"kv", (0).to_bytes(width, "big"), good))
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 16
+    assert err.count("subscribe: skipped a message of ") == 4
+    assert "skipped a message of a 9-byte sequence number" in err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.endswith(
+        ": incomplete: no message arrived in 3 s; 4 message(s) not of vLLM's "
+        "form (topic, 8-byte sequence number, payload) skipped"
+        + (f"; {tmp_path / 'kv.bin'} left as it was" if verb == "capture" else "")
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_message_sent_again_is_named_as_such():
+    from harness.contract.subscribe import SequenceCheck
+
+    sequence = SequenceCheck()
+    for seq in (0, 1, 1, 2, 0):
+        sequence.see(seq)
+    assert sequence.incomplete() == (
+        "0 message(s) missing: message 1 arrived again; the sequence went back "
+        "from 2 to 0 (a restarted publisher?)"
+    )
+
+
+def test_a_replay_that_stops_without_its_end_marker_is_not_called_a_flood(
+    monkeypatch,
+):
+    from harness.contract import subscribe
+    from harness.errors import SubscriptionError
+
+    monkeypatch.setattr(subscribe, "REPLAY_WAIT_S", 1.0)
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    router.bind(endpoint)
+
+    def answer_then_fall_silent():
+        client, _, _ = router.recv_multipart()
+        router.send_multipart((client, b"", b"kv", (0).to_bytes(8, "big"), b"x"))
+
+    thread = threading.Thread(target=answer_then_fall_silent)
+    thread.start()
+    try:
+        with pytest.raises(SubscriptionError) as failed:
+            subscribe.replay(endpoint, 0, 2)
+    finally:
+        thread.join()
+        router.close()
+    assert str(failed.value) == (
+        f"replay endpoint {endpoint} sent 1 messages (11 bytes, 1 of them asked "
+        f"for), then nothing, and no end marker in 1 s: not vLLM's replay (its "
+        f"buffer, then an end marker)"
+    )
