@@ -1,7 +1,8 @@
 """The harness cache: every path in it, and the lock that guards an entry.
 
 The cache lives in $HARNESS_CACHE_DIR, else $XDG_CACHE_HOME/vllm-kv-series,
-else ~/.cache/vllm-kv-series, and is safe to delete. Every entry is written
+else ~/.cache/vllm-kv-series (a relative XDG_CACHE_HOME, or an empty or
+relative HOME, is refused), and is safe to delete. Every entry is written
 under a file lock and moved into place only when complete, so parallel runs
 share one download and a half-written entry is never seen. A run that waits
 for a lock says so, naming the run that holds it (its pid and command line,
@@ -11,6 +12,9 @@ which the holder writes into the lock file).
     quarantine/                     cached sdists that no longer matched their pin
     trees/IDENTITY/                 unpacked pristine trees (read only)
     patched/TARGET-TIER-KEY/        patched trees, keyed by source and series
+                                    (no path a user gives a verb to write,
+                                    --dest, --out, --report, is taken in
+                                    either: `outside_trees`)
     outcomes/KEY.json               pristine upstream outcomes
     reports/TARGET-TIER-SEL.json    the newest verdict of `python -m harness test`
     reports/e2e-TARGET.json         the newest e2e report (`pytest tests/e2e`,
@@ -30,15 +34,31 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.errors import CacheError
+from harness.errors import CacheError, OutputError
 from harness.log import progress, warning
 
 
 def root() -> Path:
     if override := os.environ.get("HARNESS_CACHE_DIR"):
         return _resolved(Path(override), "HARNESS_CACHE_DIR")
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return _resolved(Path(base), "XDG_CACHE_HOME") / "vllm-kv-series"
+    if xdg := os.environ.get("XDG_CACHE_HOME"):
+        if not os.path.isabs(xdg):  # the XDG spec calls a relative one invalid
+            raise CacheError(
+                f"XDG_CACHE_HOME is a relative path ({xdg}), so the harness "
+                f"cache has no fixed place; set XDG_CACHE_HOME to an absolute "
+                f"path, or HARNESS_CACHE_DIR to a directory"
+            )
+        return _resolved(Path(xdg), "XDG_CACHE_HOME") / "vllm-kv-series"
+    home = os.environ.get("HOME")
+    if home is not None and not os.path.isabs(home):
+        # Python takes an empty HOME for "/", a relative one for the working
+        # directory's: neither is anyone's home
+        raise CacheError(
+            f"HOME is {'empty' if not home else f'a relative path ({home})'}, "
+            f"so the harness cache (~/.cache/vllm-kv-series) has no place; set "
+            f"HARNESS_CACHE_DIR to a directory (or XDG_CACHE_HOME)"
+        )
+    return _resolved(Path.home() / ".cache", "HOME") / "vllm-kv-series"
 
 
 def _resolved(path: Path, variable: str) -> Path:
@@ -99,6 +119,48 @@ def _holder() -> str:
     """Who holds a lock, as a waiting run shows it."""
     command = " ".join(["python -m harness", *sys.argv[1:]])[:300]
     return f"pid {os.getpid()}, {command}, since {time.strftime('%H:%M:%S')}"
+
+
+# The cache's folders of trees: only `fetch` and `apply` (into the cache, by
+# the harness itself) write there; every run reads them as they were made.
+TREE_FOLDERS = ("trees", "patched")
+
+
+def tree_folder_holding(path: Path) -> Path | None:
+    """The cache's folder of trees (`TREE_FOLDERS`) that ``path`` lies in or
+    is, symlinks followed, else None (also when no cache can be found)."""
+    try:
+        base = root()
+        resolved = path.resolve()
+    except (CacheError, RuntimeError, OSError):
+        return None
+    for name in TREE_FOLDERS:
+        try:
+            folder = (base / name).resolve()
+        except (RuntimeError, OSError):
+            continue
+        if resolved.is_relative_to(folder):
+            return folder
+    return None
+
+
+def in_trees(path: Path) -> str | None:
+    """Why ``path`` is no place to write, when it lies in the cache's trees:
+    a run there would change what every later run reads as pristine or
+    patched; else None."""
+    if (folder := tree_folder_holding(path)) is None:
+        return None
+    return (
+        f"{path} is inside the harness cache's {folder}, whose trees every run "
+        f"reads as they were made; no verb writes there: give a path outside it"
+    )
+
+
+def outside_trees(path: Path, what: str) -> None:
+    """Refuse ``path`` (``what``: the option that named it) as a place to
+    write when it lies in the cache's trees (`in_trees`)."""
+    if (problem := in_trees(path)) is not None:
+        raise OutputError(f"{what} {problem}")
 
 
 def quarantine() -> Path:

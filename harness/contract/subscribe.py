@@ -50,6 +50,11 @@ SEQUENCE_SUFFIX = ".seq"
 GAPS_NAMED = 3
 # How long a replay endpoint has to answer, and to finish sending.
 REPLAY_WAIT_S = 10.0
+# The most a replay may send, whatever it holds: vLLM's sends its buffer once
+# (buffer_steps batches, 10,000 by default, of kilobytes each), then an end
+# marker; an endpoint that sends more is refused, not held.
+REPLAY_MAX_MESSAGES = 100_000
+REPLAY_MAX_BYTES = 512 << 20
 # vLLM's end-of-replay marker (ZmqEventPublisher.END_SEQ): sequence -1.
 END_SEQ = (-1).to_bytes(8, "big", signed=True)
 
@@ -74,6 +79,8 @@ class SequenceCheck:
             if self.received == 0:
                 missed += " (sent before the subscription started)"
             self.gaps.append(missed)
+        elif seq == self.expected - 1:
+            self.gaps.append(f"message {seq} arrived again")
         elif seq < self.expected:
             self.gaps.append(
                 f"the sequence went back from {self.expected - 1} to {seq} "
@@ -105,11 +112,15 @@ def read_sequence_numbers(path: Path) -> list[int]:
     with path.open("rb") as lines:
         for number, line in enumerate(lines, 1):
             try:
-                numbers.append(int(line))
+                seq = int(line)
             except ValueError:
+                seq = -1
+            if not 0 <= seq < 1 << 64:  # the publisher's 8 bytes, unsigned
                 raise UnreadableInput(
-                    f"{path}:{number}: not a sequence number: {line[:40]!r}"
-                ) from None
+                    f"{path}:{number}: not a sequence number (0 to 2**64 - 1): "
+                    f"{line[:40]!r}"
+                )
+            numbers.append(seq)
     return numbers
 
 
@@ -177,7 +188,9 @@ def subscribe_numbered(
 
 class Subscription:
     """A SUB socket's messages, iterated once; ``disconnects`` counts the
-    connections to publishers that closed while it ran. ZMQ does not
+    connections to publishers that closed while it ran, ``malformed`` the
+    messages skipped for not being vLLM's three frames with an 8-byte
+    sequence number. ZMQ does not
     reconnect a connection it closed for a frame over MAXMSGSIZE, so a
     subscription that connects connects again."""
 
@@ -186,6 +199,7 @@ class Subscription:
         self.bind = publisher_connects(endpoint) if bind is None else bind
         self.disconnects = 0
         self.since_disconnect = 0  # messages received since the last one
+        self.malformed = 0  # messages not (topic, 8-byte number, payload)
         self._zmq = require("zmq", "capture")  # only the subscribing verbs need it
         self._messages = self._guarded(topic, max_events, timeout)
 
@@ -194,6 +208,16 @@ class Subscription:
 
     def close(self) -> None:
         self._messages.close()
+
+    def malformed_note(self) -> str:
+        """The messages skipped as malformed, as the end of a line ("" when
+        none was)."""
+        if not self.malformed:
+            return ""
+        return (
+            f"; {self.malformed} message(s) not of vLLM's form (topic, 8-byte "
+            f"sequence number, payload) skipped"
+        )
 
     def _guarded(self, topic, max_events, timeout):
         zmq = self._zmq
@@ -240,11 +264,14 @@ class Subscription:
                 if socket not in ready:
                     continue
                 frames = socket.recv_multipart()
-                if len(frames) != 3:
-                    print(
-                        f"subscribe: skipped a message of {len(frames)} frames",
-                        file=sys.stderr,
+                if len(frames) != 3 or len(frames[1]) != 8:
+                    self.malformed += 1
+                    shape = (
+                        f"{len(frames)} frames"
+                        if len(frames) != 3
+                        else f"a {len(frames[1])}-byte sequence number"
                     )
+                    print(f"subscribe: skipped a message of {shape}", file=sys.stderr)
                     continue
                 _, seq_bytes, payload = frames
                 count = count_events(payload)
@@ -274,37 +301,91 @@ def replay(
 ) -> list[tuple[int, bytes, int | None]]:
     """The messages ``start`` to ``end - 1`` that vLLM's replay endpoint still
     holds, as `Subscription` yields them (fewer when its buffer no longer
-    reaches back to ``start``)."""
+    reaches back to ``start``). The replay is bounded: it ends within
+    `REPLAY_WAIT_S`, and after `REPLAY_MAX_MESSAGES` messages or
+    `REPLAY_MAX_BYTES` bytes, whichever comes first, and an endpoint that
+    reaches a bound is an error that names it; a message sent twice is kept
+    once."""
     zmq = require("zmq", "capture")
     socket = zmq.Context.instance().socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
     socket.setsockopt(zmq.MAXMSGSIZE, MAX_PAYLOAD_BYTES)
-    found = []
+    found: dict[int, tuple[int, bytes, int | None]] = {}
+    messages = size = 0
     deadline = time.monotonic() + REPLAY_WAIT_S
+    last = time.monotonic()  # when the last message arrived
     try:
         socket.connect(local(endpoint))
         socket.send_multipart([b"", start.to_bytes(8, "big")])
         while True:
             wait_ms = max(0, int((deadline - time.monotonic()) * 1000))
-            if not socket.poll(wait_ms):
+            arrived = socket.poll(wait_ms)
+            # Silent for half the wait: it stopped (not a flood cut at the end).
+            silent = time.monotonic() - last >= REPLAY_WAIT_S / 2
+            if not arrived and messages and silent:
+                raise SubscriptionError(
+                    f"replay endpoint {endpoint} sent {messages} messages "
+                    f"({size} bytes, {len(found)} of them asked for), then "
+                    f"nothing, and no end marker in {REPLAY_WAIT_S:g} s: not "
+                    f"vLLM's replay (its buffer, then an end marker)"
+                )
+            if not arrived and not messages:
                 raise SubscriptionError(
                     f"replay endpoint {endpoint} did not answer in "
                     f"{REPLAY_WAIT_S:g} s; give the engine's kv_events_config "
                     f"replay_endpoint (it binds it; tcp://HOST:PORT here)"
                 )
+            if not arrived or time.monotonic() >= deadline:
+                raise SubscriptionError(
+                    _replay_stopped(endpoint, messages, size, len(found))
+                )
             frames = socket.recv_multipart()
-            if len(frames) != 4:
-                continue
+            last = time.monotonic()
+            messages += 1
+            size += sum(len(frame) for frame in frames)
+            if messages > REPLAY_MAX_MESSAGES or size > REPLAY_MAX_BYTES:
+                bound = (
+                    f"{REPLAY_MAX_MESSAGES} messages"
+                    if messages > REPLAY_MAX_MESSAGES
+                    else f"{REPLAY_MAX_BYTES >> 20} MiB"
+                )
+                raise SubscriptionError(
+                    _replay_stopped(endpoint, messages, size, len(found), bound)
+                )
+            if len(frames) != 4 or len(frames[2]) != 8:
+                continue  # not a message of vLLM's replay
             _, message_topic, seq_bytes, payload = frames
             if seq_bytes == END_SEQ:
-                return found
+                return [found[seq] for seq in sorted(found)]
             seq = int.from_bytes(seq_bytes, "big")
-            if start <= seq < end and message_topic.startswith(topic.encode()):
-                found.append((seq, payload, count_events(payload)))
+            if (
+                start <= seq < end
+                and seq not in found
+                and message_topic.startswith(topic.encode())
+            ):
+                found[seq] = (seq, payload, count_events(payload))
     except zmq.ZMQError as exc:
         raise SubscriptionError(f"replay endpoint {endpoint}: {exc}") from None
     finally:
         socket.close()
+
+
+def _replay_stopped(
+    endpoint: str, messages: int, size: int, kept: int, bound: str | None = None
+) -> str:
+    """The line for a replay that reached a bound: more than ``bound``, or,
+    without one, its time."""
+    hit = (
+        f"sent more than {bound}"
+        if bound
+        else f"was still sending after {REPLAY_WAIT_S:g} s"
+    )
+    return (
+        f"replay endpoint {endpoint} {hit} without ending its replay "
+        f"({messages} messages, {size} bytes, {kept} of them asked for): a "
+        f"flood, not vLLM's replay (its buffer once, then an end marker); "
+        f"stopped reading it"
+    )
 
 
 def with_replay(messages, endpoint: str | None, topic: str = "", replayed=None):
@@ -325,12 +406,14 @@ def with_replay(messages, endpoint: str | None, topic: str = "", replayed=None):
 @dataclass
 class StartPoint:
     """Where the check of a live stream starts: at message 0 (the engine's
-    first), else at the first AllBlocksCleared, the first complete state
-    (every view empty); the messages before it are counted, not checked."""
+    first, also when it follows later ones: a restarted publisher), else at
+    the first AllBlocksCleared, the first complete state (every view empty);
+    the messages before it are counted, not checked."""
 
     first: int | None = None  # the first message's sequence number
     start: int | None = None  # the message the check starts at
     skipped: int = 0
+    restarted: bool = False  # a message 0 after a later first: a new stream
 
     def checkable(self, seq: int, events: list) -> list | None:
         """The events of message ``seq`` to check, None before the start."""
@@ -340,6 +423,7 @@ class StartPoint:
             self.first = seq
         if seq == 0:
             self.start = 0
+            self.restarted = self.first > 0
             return events
         for index, event in enumerate(events):
             if type(event) is AllBlocksCleared:
@@ -361,6 +445,13 @@ class StartPoint:
         )
         if self.start is None:
             return joined
+        if self.restarted:
+            return (
+                f"{joined}; then the sequence went back to 0 (a restarted "
+                f"publisher?): checked from that message 0, the new stream's "
+                f"first, on, {self.skipped} message(s) before it counted, not "
+                f"checked"
+            )
         return (
             f"{joined}; checked from message {self.start}'s AllBlocksCleared "
             f"(a prefix-cache reset: the first complete state) on, "

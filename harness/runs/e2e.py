@@ -169,8 +169,9 @@ def end_to_end(
 
 def check_report_path(report: Path) -> None:
     """Refuse, before any work, a report path that can never be written."""
-    from harness import scratch
+    from harness import cache, scratch
 
+    cache.outside_trees(report, "--report")
     if report.is_dir():
         raise OutputError(f"e2e report {report} is a directory; give a file name")
     if (blocking := scratch.blocking_file(report)) is not None:

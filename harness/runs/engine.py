@@ -232,11 +232,13 @@ def engine_session(
     requests_out: Path | None = None,
     gate: str | None = None,
     topic: str = "kv",
+    replay: str | None = None,
 ) -> None:
     """The prompts of SESSION_PLAN; the engine is shut down on every path.
     Each request is written to ``requests_out`` (a record file) as it
     completes; with ``gate``, each waits for `request_gate` first. The
-    events go out under ``topic``."""
+    events go out under ``topic``; with ``replay``, the publisher keeps them
+    for replay there (a capture that missed some asks)."""
     from vllm import LLM, SamplingParams
     from vllm.config import KVEventsConfig
     from vllm.inputs import TokensPrompt
@@ -258,6 +260,7 @@ def engine_session(
             enable_kv_cache_events=True,
             publisher="zmq",
             endpoint=endpoint,
+            replay_endpoint=replay,
             topic=topic,
         ),
     )

@@ -3,9 +3,14 @@
 This process subscribes (harness.contract.subscribe, which binds) before the
 engine starts publishing, captures every payload until the engine has exited
 and the stream has been quiet for a while, and kills whatever is left of the
-engine's process group at the end. The engine also writes each request it
-served (tokens, hashes, when it was sent, its cached tokens), for the
-session's router fidelity (harness.runs.judge).
+engine's process group at the end. The capture checks the publisher's
+sequence numbers: what it missed (the start of the stream, when the
+engine's publisher connected late under load, or a message dropped later) is
+asked of the engine's replay endpoint at once, while the engine still holds
+it; what the replay cannot give fails the session with the missing range
+named, since the judge would read a stream with a hole as violations. The
+engine also writes each request it served (tokens, hashes, when it was sent,
+its cached tokens), for the session's router fidelity (harness.runs.judge).
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ class Session:
     log_tail: str
     # The requests the engine served, in the order it served them.
     requests: list[ServedRequest] = field(default_factory=list)
+    # (first, last) of each range of messages the replay endpoint gave.
+    replayed: list[tuple[int, int]] = field(default_factory=list)
 
 
 def free_port() -> int:
@@ -86,17 +93,30 @@ def engine_env() -> dict[str, str]:
 
 
 def capture_until_quiet(
-    endpoint: str, engine: subprocess.Popen, deadline: float
+    endpoint: str,
+    engine: subprocess.Popen,
+    deadline: float,
+    replay: str | None = None,
+    replayed: list[tuple[int, int]] | None = None,
 ) -> list[bytes]:
-    """KVEventBatch payloads from ``endpoint`` until the engine has exited and
-    the stream has been quiet for QUIET_S, or until ``deadline``.
+    """KVEventBatch payloads from ``endpoint``, in the order of their sequence
+    numbers, until the engine has exited and the stream has been quiet for
+    QUIET_S, or until ``deadline``. A message missing from the numbers is
+    asked of ``replay``, the engine's replay endpoint (``replayed`` gets the
+    ranges it gave); one still missing at the end is an E2EError naming it.
 
-    ``subscribe`` blocks while it waits for a message, so a periodic SIGALRM
-    checks the two conditions and ends the wait by raising CaptureOver.
+    The subscription blocks while it waits for a message, so a periodic
+    SIGALRM checks the two conditions and ends the wait by raising
+    CaptureOver.
     """
-    from harness.contract.subscribe import subscribe
+    from harness.contract.subscribe import (
+        SequenceCheck,
+        subscribe_numbered,
+        with_replay,
+    )
 
     payloads: list[bytes] = []
+    sequence = SequenceCheck()
     last_message = time.monotonic()
     over = False
 
@@ -111,9 +131,12 @@ def capture_until_quiet(
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, ALARM_EVERY_S, ALARM_EVERY_S)
     try:
-        messages = subscribe(endpoint, topic="kv", timeout=deadline - time.monotonic())
+        messages = subscribe_numbered(
+            endpoint, topic="kv", timeout=deadline - time.monotonic()
+        )
         try:
-            for payload, _ in messages:
+            for seq, payload, _ in with_replay(messages, replay, "kv", replayed):
+                sequence.see(seq)
                 payloads.append(payload)
                 last_message = time.monotonic()
         finally:
@@ -123,6 +146,17 @@ def capture_until_quiet(
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+    if (missing := sequence.incomplete()) is not None:
+        asked = (
+            f"the replay endpoint {replay} no longer held them"
+            if replay
+            else "no replay endpoint to ask"
+        )
+        raise E2EError(
+            f"the capture of the engine's stream at {endpoint} is not whole: "
+            f"{missing}; {asked}, and a stream with a hole would read as "
+            f"contract violations"
+        )
     return payloads
 
 
@@ -154,14 +188,21 @@ def probe_dtype(dtype: str) -> str:
 
 
 def engine_command(
-    model: Path, endpoint: str, dtype: str, seed: int, requests: Path
+    model: Path,
+    endpoint: str,
+    dtype: str,
+    seed: int,
+    requests: Path,
+    replay: str | None = None,
 ) -> list[str]:
-    """The engine session's command (``python -m harness e2e engine``)."""
-    return [
+    """The engine session's command (``python -m harness e2e engine``), with
+    ``replay`` the replay endpoint its publisher binds."""
+    command = [
         sys.executable, "-m", "harness", "e2e", "engine", "--model", str(model),
         "--endpoint", endpoint, "--dtype", dtype, "--seed", str(seed),
         "--requests", str(requests),
     ]  # fmt: skip
+    return command if replay is None else [*command, "--replay-endpoint", replay]
 
 
 class EngineProcess:
@@ -208,13 +249,22 @@ def run_session(
     """Run an engine session in its own process group while capturing its
     KV events; kill whatever is left of the group at the end."""
     endpoint = f"tcp://127.0.0.1:{free_port()}"
+    replay = f"tcp://127.0.0.1:{free_port()}"
+    replayed: list[tuple[int, int]] = []
     with tempfile.TemporaryDirectory() as scratch:
         requests = Path(scratch) / "requests.rec"
-        command = engine_command(model, endpoint, dtype, seed, requests)
+        command = engine_command(model, endpoint, dtype, seed, requests, replay)
         started = time.monotonic()
         with EngineProcess(command, Path(scratch) / "engine.log") as engine:
             progress(f"e2e: {label} engine session started (pid {engine.process.pid})")
-            payloads = capture_until_quiet(endpoint, engine.process, started + budget_s)
+            payloads = capture_until_quiet(
+                endpoint, engine.process, started + budget_s, replay, replayed
+            )
+        for first, last in replayed:
+            progress(
+                f"e2e: {label} session: messages {first}-{last} the capture "
+                f"missed were replayed from {replay}"
+            )
         return Session(
             label=label,
             payloads=payloads,
@@ -224,6 +274,7 @@ def run_session(
             survivors=engine.survivors,
             log_tail=engine.log_tail(),
             requests=served_requests(requests),
+            replayed=replayed,
         )
 
 

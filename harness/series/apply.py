@@ -18,7 +18,8 @@ stop signal alike (harness.processes raises those as exceptions, and ends
 quilt or git with their children first):
 
 - a new tree is built in scratch space beside its destination
-  (harness.scratch) and renamed into place when every patch applied;
+  (harness.scratch) and renamed into place when every patch applied; the
+  folders made to hold it are removed again if it is not;
 - onto a checkout, the series is applied to a scratch copy of the files it
   touches, outside the checkout; only once every patch applied are the
   changed files written into the checkout (harness.series.snapshot), and
@@ -166,7 +167,13 @@ def apply_series(tree: Path, series: Series, applier) -> None:
 
 
 def build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
-    """A patched copy of the pristine tree at dest, which must not exist yet."""
+    """A patched copy of the pristine tree at dest, which must not exist yet
+    and must lie outside the harness cache's trees."""
+    cache.outside_trees(dest, "--dest")
+    return _build_patched_tree(target, tier, dest)
+
+
+def _build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
     series = load_series(target, tier)
     applier = choose_applier(series)
     _check_new_destination(dest)
@@ -177,8 +184,9 @@ def build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
             f"{target.name}, which would be copied into itself; choose a "
             f"destination outside it"
         )
+    made: list[Path] = []
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        made = _make_folders(dest.parent)
         with scratch.directory(dest.parent, "apply") as work:
             tree = work / "tree"
             progress(f"copying the pristine tree of {target.name} ({pristine})")
@@ -187,14 +195,59 @@ def build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
             apply_series(tree, series, applier)
             _move_into_place(tree, dest)
     except OSError as exc:
+        _remove_folders(made)
         raise OutputError(
             f"cannot build the patched tree at {dest}: {_why(exc)}"
         ) from None
+    except BaseException:  # a patch that fails, a stop signal
+        _remove_folders(made)
+        raise
     progress(f"{len(series.entries)} patch(es) of tier {tier} applied: {dest}")
     return dest
 
 
+def _make_folders(folder: Path) -> list[Path]:
+    """Make ``folder`` and its missing parents; return those this run made,
+    outermost first (a folder another run makes meanwhile is not among them).
+    Made folders are in the list as soon as they exist, even if a later one
+    fails."""
+    missing = []
+    for candidate in (folder, *folder.parents):
+        if candidate.exists() or candidate.is_symlink():
+            break
+        missing.append(candidate)
+    made: list[Path] = []
+    try:
+        for candidate in reversed(missing):
+            try:
+                candidate.mkdir()
+            except FileExistsError:
+                continue  # another run's
+            made.append(candidate)
+    except BaseException:
+        _remove_folders(made)
+        raise
+    return made
+
+
+def _remove_folders(made: list[Path]) -> None:
+    """Remove the folders ``_make_folders`` made, innermost first, each only
+    if still empty (another run may have put something there)."""
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            return  # not empty, or gone: its parents stay too
+
+
 def _check_new_destination(dest: Path) -> None:
+    try:
+        _check_new_path(dest)
+    except OSError as exc:  # a name too long, a path through a file, ...
+        raise OutputError(f"cannot make {dest}: {_why(exc)}") from None
+
+
+def _check_new_path(dest: Path) -> None:
     if dest.is_symlink():
         raise OutputError(
             f"{dest} is a symlink (to {os.readlink(dest)}); give a path that does "
@@ -251,7 +304,7 @@ def cached_patched_tree(target: Target, tier: str) -> Path:
         if tree.is_dir() and target.source.identity() is None:
             shutil.rmtree(tree)
         if not tree.is_dir():
-            build_patched_tree(target, tier, tree)
+            _build_patched_tree(target, tier, tree)
     return tree
 
 
@@ -264,6 +317,7 @@ def apply_onto(target: Target, tier: str, checkout: Path) -> None:
     """Apply the series onto a clean git checkout, all or nothing: to a
     scratch copy of the files it touches first, then, once every patch
     applied, the changed files written into the checkout."""
+    cache.outside_trees(checkout, "--onto")
     series = load_series(target, tier)
     applier = choose_applier(series)
     processes.require_program("git", "--onto reads the checkout with it")

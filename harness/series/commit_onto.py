@@ -9,7 +9,10 @@ applies as ``git apply`` does, without fuzz. Before the first patch, what
 nothing uncommitted, no quilt stack) and that git has an identity to commit
 with.
 
-A patch that does not apply, or a stop signal, ends the ``git am`` session
+A patch that does not apply, one that applies but whose commit git cannot
+make (a commit gpg cannot sign, a hook that refuses it: told apart by what
+``git am`` left in the index, and named), or a stop signal, ends the
+``git am`` session
 and moves the branch back to the commit it started from, with stop signals
 held; but only when nothing else changed the checkout meanwhile: otherwise
 it says which files changed and how to go back, and touches nothing.
@@ -18,7 +21,7 @@ it says which files changed and how to go back, and touches nothing.
 import textwrap
 from pathlib import Path
 
-from harness import processes
+from harness import cache, processes
 from harness.errors import SeriesError
 from harness.log import progress
 from harness.processes import stop_signals_held
@@ -65,6 +68,7 @@ def _check_checkout(target: Target, checkout: Path) -> str:
 def commit_onto(target: Target, tier: str, checkout: Path) -> list[str]:
     """One commit per patch onto a clean checkout, all or none; returns the
     new commits' one-line summaries."""
+    cache.outside_trees(checkout, "--onto")
     series = load_series(target, tier)
     start = _check_checkout(target, checkout)
     try:
@@ -77,6 +81,12 @@ def commit_onto(target: Target, tier: str, checkout: Path) -> list[str]:
                 detail = textwrap.indent(
                     (result.stdout + result.stderr).strip(), "    "
                 )
+                if _applied_uncommitted(checkout):
+                    raise SeriesError(
+                        f"patch {entry.patch} from {series.series_file} applies, "
+                        f"but git could not commit it: {_commit_cause(checkout)}; "
+                        f"{checkout} is back at {start[:12]}:\n{detail}"
+                    )
                 raise SeriesError(
                     f"patch {entry.patch} from {series.series_file} does not apply "
                     f"(git am, no fuzz); {checkout} is back at {start[:12]}:\n{detail}"
@@ -88,6 +98,29 @@ def commit_onto(target: Target, tier: str, checkout: Path) -> list[str]:
     log = _output(checkout, "log", "--oneline", "--reverse", f"{start}..HEAD")
     progress(f"{len(series.entries)} commit(s) of tier {tier} onto {checkout}")
     return (log or "").splitlines()
+
+
+def _applied_uncommitted(checkout: Path) -> bool:
+    """Whether the ``git am`` that failed left its patch in the index: it
+    applied, and the commit is what failed (git am leaves the index as it was
+    for a patch that does not apply)."""
+    return _git(checkout, "diff", "--cached", "--quiet").returncode == 1
+
+
+def _commit_cause(checkout: Path) -> str:
+    """Why git could not commit a patch that applied, as far as its
+    configuration tells."""
+    if _output(checkout, "config", "--bool", "commit.gpgsign") == "true":
+        return (
+            "the checkout's git configuration signs every commit "
+            "(commit.gpgsign) and signing failed; make signing work (its key, "
+            "its agent), or turn it off for this checkout (git config "
+            "commit.gpgsign false), or apply without --commit"
+        )
+    return (
+        "a hook of the checkout (applypatch-msg, pre-applypatch) refused it, or "
+        "git could not write the commit; git's output follows"
+    )
 
 
 def _go_back(checkout: Path, start: str) -> None:

@@ -7,8 +7,8 @@ patches/ carry this project's placeholder identity, which names no person, so
 `Signed-off-by:` last. The submitter is named with `--as "Name <email>"`, or
 else is git's configured user.name and user.email. A placeholder identity,
 one that is not `Name <email>` in UTF-8 text, or an address no mail reaches
-(a reserved domain such as example.org, a domain without a dot) is refused
-before any work.
+(a reserved domain such as example.org, a domain without a dot, an IP
+literal such as [127.0.0.1] or [IPv6:::1]) is refused before any work.
 
 A patch's original author is credited with a `Co-authored-by:` trailer when
 it is a person (not a placeholder) other than the submitter; sign-offs by a
@@ -16,6 +16,7 @@ placeholder are dropped, since they certify nothing, and real ones are kept
 above the submitter's, as a chain of custody.
 """
 
+import ipaddress
 import re
 from dataclasses import dataclass
 
@@ -82,6 +83,11 @@ def placeholder_reason(identity: Identity) -> str | None:
         if identity.email.lower() == known.email.lower() or identity.name == known.name:
             return "this project's placeholder identity"
     domain = identity.email.rsplit("@", 1)[1].lower().rstrip(".")
+    if _ip_literal(domain):
+        return (
+            f"an address at an IP literal ({domain}), a machine rather than a "
+            f"mail domain, which names no one"
+        )
     reserved = domain.rsplit(".", 1)[-1] in RESERVED_DOMAINS or any(
         domain == name or domain.endswith(f".{name}") for name in RESERVED_NAMES
     )
@@ -90,6 +96,18 @@ def placeholder_reason(identity: Identity) -> str | None:
     if "." not in domain:
         return f"an address at {domain}, a domain without a dot, which no mail reaches"
     return None
+
+
+def _ip_literal(domain: str) -> bool:
+    """Whether the part after @ is an address literal (RFC 5321: [1.2.3.4],
+    [IPv6:...], any [...]) or a bare IPv4 or IPv6 address."""
+    if domain.startswith("[") or domain.endswith("]"):
+        return True
+    try:
+        ipaddress.ip_address(domain)
+    except ValueError:
+        return False
+    return True
 
 
 def configured_identity() -> tuple[str, str]:

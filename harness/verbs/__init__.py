@@ -158,7 +158,12 @@ def writable_file(path: Path) -> str | None:
     """Why ``path`` cannot be written as a new file, or replaced by one (a
     directory, a device or a pipe, in a directory that is missing, not a
     directory or not writable, a name too long), else None: checked before
-    any work, so that the work is not lost at the end."""
+    any work, so that the work is not lost at the end. A path inside the
+    harness cache's trees is refused too (`cache.outside_trees`)."""
+    from harness import cache
+
+    if (problem := cache.in_trees(path)) is not None:
+        return problem
     try:
         info = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):

@@ -138,6 +138,8 @@ def record(args, sink, numbers) -> Capture:
             f" in {args.timeout:g} s" if args.timeout and not capture.stopped else ""
         )
         raise IncompleteStream(
-            endpoint, f"no message arrived{waited}; {args.out} left as it was"
+            endpoint,
+            f"no message arrived{waited}{messages.malformed_note()}; {args.out} "
+            f"left as it was",
         )
     return capture

@@ -139,6 +139,12 @@ def check_file(path: Path) -> Checked:
         return Checked(str(path), checker, "empty: no KVEventBatch in it")
     numbers_file = sequence_file(path)
     if not numbers_file.is_file():
+        if numbers_file.exists() or numbers_file.is_symlink():
+            raise UnreadableInput(
+                f"{numbers_file} is not a file (a directory, a device, a pipe, "
+                f"or a dangling link), so the sequence numbers of {path} cannot "
+                f"be read; move it away to check {path} without them"
+            )
         return Checked(str(path), checker)
     try:
         numbers = read_sequence_numbers(numbers_file)
@@ -222,6 +228,7 @@ def check_zmq(args) -> Checked:
             if args.timeout
             else "no message arrived"
         )
+        waited += subscription.malformed_note()
         return Checked(endpoint, checker, waited, checked.notes)
     if start.start is None:
         return Checked(

@@ -2,7 +2,7 @@
 
 from harness.consumers import DEFAULT_OPS, DEFAULT_SEEDS
 from harness.targets import TIERS
-from harness.verbs import COST, add_target_arguments
+from harness.verbs import COST, add_target_arguments, positive_int
 
 
 def register(parser) -> None:
@@ -16,8 +16,20 @@ def register(parser) -> None:
         "(2.9 GB)."
     )
     add_target_arguments(parser, target_default="main", several_tiers=True)
-    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
-    parser.add_argument("--ops", type=int, default=DEFAULT_OPS)
+    parser.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=DEFAULT_SEEDS,
+        metavar="N",
+        help=f"run seeds 0..N-1 (default {DEFAULT_SEEDS})",
+    )
+    parser.add_argument(
+        "--ops",
+        type=positive_int,
+        default=DEFAULT_OPS,
+        metavar="N",
+        help=f"operations per seeded workload (default {DEFAULT_OPS})",
+    )
     parser.set_defaults(run=run)
 
 

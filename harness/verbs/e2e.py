@@ -100,6 +100,10 @@ def register(parser) -> None:
         "--gate", help="a REQ endpoint asked before each request (internal)"
     )
     engine.add_argument("--topic", default="kv", help="the events' topic (internal)")
+    engine.add_argument(
+        "--replay-endpoint",
+        help="the replay endpoint the engine's publisher binds (internal)",
+    )
     engine.set_defaults(run=engine_session)
     dtype = commands.add_parser(
         "engine-dtype",
@@ -187,6 +191,7 @@ def engine_session(args) -> int:
         args.requests,
         args.gate,
         args.topic,
+        args.replay_endpoint,
     )
     return 0
 

@@ -118,9 +118,10 @@ def run(args) -> int:
 
 def check_report_path(report: Path) -> None:
     """Refuse, before any work, a --report that can never be written."""
-    from harness import scratch
+    from harness import cache, scratch
     from harness.errors import OutputError
 
+    cache.outside_trees(report, "--report")
     if report.is_dir():
         raise OutputError(f"--report {report} is a directory; give a file name")
     if (blocking := scratch.blocking_file(report)) is not None:

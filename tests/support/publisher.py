@@ -87,18 +87,29 @@ def publish_with_replay(
     buffered: list[tuple[int, bytes]],
     live: list[tuple[int, bytes]],
     stop: threading.Event,
+    flood: bytes | None = None,
+    binds: bool = True,
 ):
     """vLLM's publisher with a replay endpoint (a bound PUB and a ROUTER):
     ``buffered`` were sent before anyone subscribed and are kept for replay,
     ``live`` go out once the subscriber is there; a replay request gets the
     kept messages from its start on, then the end marker, as
-    ZmqEventPublisher._service_replay sends them."""
+    ZmqEventPublisher._service_replay sends them. With ``flood``, a hostile
+    one: a replay request gets its start message, payload ``flood``, sent
+    again and again until the publisher is stopped, and no end marker.
+    Without ``binds``, the PUB connects to ``endpoint``, as vLLM's does to a
+    tcp://HOST:PORT endpoint (the e2e session's), and the subscriber binds."""
     context = zmq.Context.instance()
     publisher = context.socket(zmq.XPUB)
     router = context.socket(zmq.ROUTER)
     for each in (publisher, router):
         each.setsockopt(zmq.LINGER, 0)
-    publisher.bind(endpoint)
+    if flood is not None:
+        router.setsockopt(zmq.SNDHWM, 4)  # what the subscriber has not read waits
+    if binds:
+        publisher.bind(endpoint)
+    else:
+        publisher.connect(endpoint)
     router.bind(replay_endpoint)
     kept = list(buffered)
     poller = zmq.Poller()
@@ -111,7 +122,12 @@ def publish_with_replay(
             for seq, data in live:
                 publisher.send_multipart((b"kv", seq.to_bytes(8, "big"), data))
                 kept.append((seq, data))
-        if router in ready:
+        if router in ready and flood is not None:
+            client, _, start = router.recv_multipart()
+            while not stop.is_set():
+                if router.poll(50, zmq.POLLOUT):
+                    router.send_multipart((client, b"", b"kv", start, flood))
+        elif router in ready:
             client, _, start = router.recv_multipart()
             for seq, data in kept:
                 if seq >= int.from_bytes(start, "big"):
@@ -125,13 +141,14 @@ def publish_with_replay(
     router.close()
 
 
-def run_with_replay(args, buffered, live) -> subprocess.CompletedProcess:
+def run_with_replay(args, buffered, live, flood=None) -> subprocess.CompletedProcess:
     """The verb with --zmq and --replay against `publish_with_replay`."""
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     replay = f"tcp://127.0.0.1:{free_port()}"
     stop = threading.Event()
     thread = threading.Thread(
-        target=publish_with_replay, args=(endpoint, replay, buffered, live, stop)
+        target=publish_with_replay,
+        args=(endpoint, replay, buffered, live, stop, flood),
     )
     thread.start()
     try:

@@ -137,6 +137,20 @@ def test_a_dest_that_is_a_dangling_symlink_is_one_line(tmp_path, monkeypatch, ca
     assert not (tmp_path / "nowhere").exists()
 
 
+def test_a_dest_whose_name_is_too_long_is_one_line(tmp_path, monkeypatch, capsys):
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    dest = tmp_path / ("y" * 300) / "patched"
+    assert cli.main(["apply", "--target", "t", "--dest", str(dest)]) == 11
+    assert capsys.readouterr().err == (
+        f"error: cannot make {dest}: File name too long: {dest}\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "harness",
+        "patches",
+        "pristine",
+    ]
+
+
 def test_a_dest_under_a_read_only_parent_is_one_line(tmp_path, monkeypatch, capsys):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     dest = unwritable_directory(tmp_path) / "patched"
@@ -167,8 +181,40 @@ def test_failing_patch_is_named_and_dest_left_absent(
     assert "error: patch 0005-bad.patch from" in err
     assert any(detail in err for detail in expected_detail), err
     assert "Traceback" not in err
-    assert not dest.exists()
-    assert list((tmp_path / "out").iterdir()) == []
+    assert not (tmp_path / "out").exists()  # the folder it made is gone too
+
+
+@pytest.mark.parametrize("how", ["fails", "stopped"])
+def test_a_failing_apply_removes_exactly_the_folders_it_made(
+    tmp_path, monkeypatch, capsys, how
+):
+    from support.digest import changed, tree_digest
+
+    from harness.series import apply
+
+    patches = {**GOOD_PATCHES, "0005-bad.patch": STALE}
+    make_series(tmp_path, monkeypatch, patches, GOOD_SERIES + "0005-bad.patch\n")
+    if how == "stopped":
+
+        def stopped(*args):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(apply, "apply_series", stopped)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "kept").write_text("the user's\n")
+    before = tree_digest(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    argv = ["apply", "--target", "t", "--dest", "a/b/c/d"]
+    status, line = (
+        (130, "error: interrupted (Ctrl-C)")
+        if how == "stopped"
+        else (SeriesError.exit_code, "error: patch 0005-bad.patch from ")
+    )
+    assert cli.main(argv) == status
+    [error] = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert error.startswith(line)
+    assert changed(before, tree_digest(tmp_path)) == []
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["kept"]
 
 
 def test_missing_series_file_fails_at_apply_time(tmp_path, monkeypatch, capsys):

@@ -126,7 +126,7 @@ def test_a_stopped_dest_build_leaves_nothing(
     result = stop(process, signum)
     assert result.returncode == status, result.stderr
     assert result.stderr.splitlines()[-1] == line
-    assert list((tmp_path / "out").iterdir()) == []
+    assert not (tmp_path / "out").exists()  # the folder it made goes too
     assert not is_running(tool_pid)
 
 

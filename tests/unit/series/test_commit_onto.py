@@ -105,6 +105,47 @@ def test_a_patch_that_does_not_apply_leaves_the_branch_where_it_was(
     assert git("status", "--porcelain", cwd=fork) == ""
 
 
+def test_a_commit_gpg_cannot_sign_is_named_not_called_a_patch_that_fails(fork, capsys):
+    git("config", "commit.gpgsign", "true", cwd=fork)
+    git("config", "gpg.program", "false", cwd=fork)
+    head = git("rev-parse", "HEAD", cwd=fork)
+    before = work_tree(fork)
+    status = cli.main(["apply", "--target", "t", "--onto", str(fork), "--commit"])
+    assert status == 7
+    err = capsys.readouterr().err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith("error: patch 0001-parent.patch from ") and line.endswith(
+        " applies, but git could not commit it: the checkout's git configuration "
+        "signs every commit (commit.gpgsign) and signing failed; make signing "
+        "work (its key, its agent), or turn it off for this checkout (git config "
+        f"commit.gpgsign false), or apply without --commit; {fork} is back at "
+        f"{head[:12]}:"
+    )
+    assert "does not apply" not in err
+    assert "gpg failed to sign the data" in err  # git's own words follow
+    assert git("rev-parse", "HEAD", cwd=fork) == head
+    assert work_tree(fork) == before
+    assert git("status", "--porcelain", cwd=fork) == ""
+
+
+def test_a_hook_that_refuses_the_commit_is_named_not_called_a_patch_that_fails(
+    fork, capsys
+):
+    hook = fork / ".git" / "hooks" / "pre-applypatch"
+    hook.write_text("#!/bin/sh\necho 'no commits today' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    head = git("rev-parse", "HEAD", cwd=fork)
+    before = work_tree(fork)
+    status = cli.main(["apply", "--target", "t", "--onto", str(fork), "--commit"])
+    assert status == 7
+    err = capsys.readouterr().err
+    assert " applies, but git could not commit it: a hook of the checkout " in err
+    assert "does not apply" not in err
+    assert git("rev-parse", "HEAD", cwd=fork) == head
+    assert work_tree(fork) == before
+    assert git("status", "--porcelain", cwd=fork) == ""
+
+
 def test_a_stop_signal_during_the_commits_leaves_the_branch_where_it_was(
     fork, monkeypatch
 ):

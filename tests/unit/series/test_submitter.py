@@ -69,6 +69,14 @@ def test_parse_identity(text, identity):
         (Identity("You", "you@printer.local"), "reserved domain"),
         (Identity("You", "you@address"), "a domain without a dot"),
         (Identity("You", "you@myexample.org"), None),
+        (Identity("Real", "real@[127.0.0.1]"), "an IP literal ([127.0.0.1])"),
+        (Identity("Real", "real@[IPv6:::1]"), "an IP literal ([ipv6:::1])"),
+        (Identity("Real", "real@[IPv6:2001:db8::1]"), "an IP literal"),
+        (Identity("Real", "real@[10.0.0.1]."), "an IP literal ([10.0.0.1])"),
+        (Identity("Real", "real@192.0.2.7"), "an IP literal (192.0.2.7)"),
+        (Identity("Real", "real@::1"), "an IP literal (::1)"),
+        (Identity("Real", "real@1.2.3.example.com"), "reserved domain"),
+        (Identity("Real", "real@10.0.0.1.nip.io"), None),
     ],
 )
 def test_placeholder_identities_name_no_person(identity, reason):
@@ -145,8 +153,15 @@ def test_submitter_from_the_option_wins_over_git(git_config):
             "",
             "an address at a reserved domain (example.invalid), which no mail reaches",
         ),
+        (
+            "Real <real@[127.0.0.1]>",
+            "",
+            "--as gives Real <real@[127.0.0.1]>, an address at an IP literal "
+            "([127.0.0.1]), a machine rather than a mail domain, which names no "
+            "one, not a person who can sign the patches off; pass --as",
+        ),
     ],
-    ids=["none", "no-email", "placeholder", "malformed", "reserved"],
+    ids=["none", "no-email", "placeholder", "malformed", "reserved", "ip-literal"],
 )
 def test_no_person_to_sign_off_is_one_line(git_config, option, config, message):
     git_config.write_text(config)
@@ -199,7 +214,13 @@ def test_signed_message_without_trailers_gets_a_trailer_paragraph():
 
 
 @pytest.mark.parametrize(
-    "identity", ["Jane \udcff Doe <jane@doe.name>", "You <you@example.org>"]
+    "identity",
+    [
+        "Jane \udcff Doe <jane@doe.name>",
+        "You <you@example.org>",
+        "Real <real@[127.0.0.1]>",
+        "Real <real@[IPv6:::1]>",
+    ],
 )
 def test_export_refuses_such_an_identity_before_any_work(
     tmp_path, monkeypatch, cache, capsys, identity

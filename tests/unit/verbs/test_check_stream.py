@@ -272,6 +272,49 @@ def test_sequence_numbers_that_do_not_match_the_capture_are_unreadable(tmp_path)
     )
 
 
+@pytest.mark.parametrize(
+    ("numbers", "line"),
+    [
+        ("-5\n-4\n", "1: not a sequence number (0 to 2**64 - 1): b'-5\\n'"),
+        (f"0\n{2**64}\n", f"2: not a sequence number (0 to 2**64 - 1): b'{2**64}\\n'"),
+        ("0\nzero\n", "2: not a sequence number (0 to 2**64 - 1): b'zero\\n'"),
+    ],
+    ids=["negative", "over-8-bytes", "a-word"],
+)
+def test_a_sequence_number_no_publisher_sends_is_unreadable(
+    tmp_path, capsys, numbers, line
+):
+    from support.digest import changed, tree_digest
+
+    from harness import cli
+
+    path = write(tmp_path, payload(stored([1], None)) + payload(stored([2], 1)))
+    (tmp_path / "stream.bin.seq").write_text(numbers)
+    before = tree_digest(tmp_path)
+    assert cli.main(["check-stream", path]) == UnreadableStream.exit_code
+    assert capsys.readouterr().err == f"error: {path}.seq:{line}\n"
+    assert changed(before, tree_digest(tmp_path)) == []
+
+
+@pytest.mark.parametrize("kind", ["directory", "dangling-link"])
+def test_a_sequence_file_that_is_not_a_file_is_unreadable_not_ignored(
+    tmp_path, capsys, kind
+):
+    from harness import cli
+
+    path = write(tmp_path, payload(stored([1], None)))
+    if kind == "directory":
+        (tmp_path / "stream.bin.seq").mkdir()
+    else:
+        (tmp_path / "stream.bin.seq").symlink_to(tmp_path / "nowhere")
+    assert cli.main(["check-stream", path]) == UnreadableStream.exit_code
+    assert capsys.readouterr().err == (
+        f"error: {path}.seq is not a file (a directory, a device, a pipe, or a "
+        f"dangling link), so the sequence numbers of {path} cannot be read; move "
+        f"it away to check {path} without them\n"
+    )
+
+
 def test_witnesses_are_bounded_and_every_violation_counted(tmp_path):
     events = [stored([n], 10**6 + n) for n in range(2000)]
     result = harness("check-stream", write(tmp_path, payload(*events)))

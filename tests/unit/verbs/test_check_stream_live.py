@@ -15,7 +15,12 @@ import zmq
 from support import REPO_ROOT
 from support.cli import harness
 from support.events import cleared, payload, removed, stored
-from support.publisher import free_port, run_with_publisher, run_with_replay
+from support.publisher import (
+    free_port,
+    publish_with_replay,
+    run_with_publisher,
+    run_with_replay,
+)
 from support.stopping import default_signal_dispositions
 
 from harness.contract.wire import MAX_PAYLOAD_BYTES
@@ -107,6 +112,32 @@ def test_a_check_joined_late_without_a_complete_state_is_incomplete():
     assert "C1" not in result.stdout  # joining late is not a violation
 
 
+def test_a_message_0_after_a_late_first_is_named_a_restart_not_a_reset():
+    """The first message numbered ff..ff, then message 0 (no AllBlocksCleared
+    in it): the check starts at message 0, and the note says why."""
+    numbers = [2**64 - 1, 0, 1]
+    payloads = [
+        payload(stored([12], 11)),
+        payload(stored([1], None)),
+        payload(stored([2], 1)),
+    ]
+    result = run_with_publisher(
+        [*CHECK, "--max-events", "3"], payloads, numbers, binds=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ": 2 batches, 2 events, 0 stores of an already-live hash, 0 " in (
+        result.stdout
+    )
+    assert (
+        f"  joined at message {2**64 - 1} (messages 0-{2**64 - 2} were sent "
+        f"before the subscription started); then the sequence went back to 0 "
+        f"(a restarted publisher?): checked from that message 0, the new "
+        f"stream's first, on, 1 message(s) before it counted, not checked\n"
+    ) in result.stdout
+    assert "AllBlocksCleared" not in result.stdout
+    assert result.stderr == ""
+
+
 def test_the_replay_endpoint_gives_what_a_late_check_missed():
     before = [(0, payload(stored([1], None))), (1, payload(stored([2], 1)))]
     live = [(2, payload(stored([3], 2))), (3, payload(removed([3, 2, 1])))]
@@ -140,6 +171,74 @@ def test_a_replay_endpoint_that_does_not_answer_is_one_line(monkeypatch):
     assert found == []
     assert str(failed.value).startswith("replay endpoint tcp://127.0.0.1:")
     assert "did not answer in 0.3 s" in str(failed.value)
+
+
+@contextmanager
+def flooding_replay(flood: bytes):
+    """A replay endpoint that answers a request with its start message, again
+    and again, never ending the replay."""
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    replay = f"tcp://127.0.0.1:{free_port()}"
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=publish_with_replay, args=(endpoint, replay, [], [], stop, flood)
+    )
+    thread.start()
+    try:
+        yield replay
+    finally:
+        stop.set()
+        thread.join()
+
+
+@pytest.mark.parametrize(
+    ("bound", "value", "hit"),
+    [
+        ("REPLAY_WAIT_S", 1.0, "was still sending after 1 s"),
+        ("REPLAY_MAX_MESSAGES", 50, "sent more than 50 messages"),
+        ("REPLAY_MAX_BYTES", 1 << 20, "sent more than 1 MiB"),
+    ],
+)
+def test_a_replay_endpoint_that_floods_is_stopped_at_the_bound_it_hits(
+    monkeypatch, bound, value, hit
+):
+    from harness.contract import subscribe
+    from harness.errors import SubscriptionError
+
+    monkeypatch.setattr(subscribe, "REPLAY_WAIT_S", 5.0)
+    monkeypatch.setattr(subscribe, bound, value)
+    started = time.monotonic()
+    with (
+        flooding_replay(b"x" * (64 << 10)) as replay,
+        pytest.raises(SubscriptionError) as failed,
+    ):
+        subscribe.replay(replay, 1, 3)
+    assert time.monotonic() - started < 5.0 or bound == "REPLAY_WAIT_S"
+    line = str(failed.value)
+    assert line.startswith(f"replay endpoint {replay} {hit} without ending its ")
+    assert ", 1 of them asked for): a flood, not vLLM's replay " in line
+    assert "did not answer" not in line
+    assert "\n" not in line
+
+
+def test_a_check_whose_replay_floods_with_large_frames_stops_at_its_bytes():
+    """4 MiB frames of one in-range message, sent without end: the check
+    exits 10 with the bound named, holding the message once, not 3.5 GB."""
+    live = [(2, payload(stored([3], None)))]
+    result = run_with_replay(
+        ["check-stream", "--timeout", "30", "--max-events", "1"],
+        [],
+        live,
+        flood=b"x" * (4 << 20),
+    )
+    assert result.returncode == 10, result.stdout + result.stderr
+    [line] = result.stderr.splitlines()
+    assert " sent more than 512 MiB without ending its replay (" in line
+    assert line.endswith(
+        "1 of them asked for): a flood, not vLLM's replay (its buffer once, then "
+        "an end marker); stopped reading it"
+    )
+    assert result.stdout == ""
 
 
 def test_replay_goes_with_a_live_check(tmp_path):
@@ -246,3 +345,73 @@ def test_a_frame_over_the_limit_is_refused_before_it_is_held_whole():
     assert "the publisher's connection closed 1 time(s)" in out
     assert "over the 64 MiB limit" in out
     assert int(peak_kib) >> 10 < 80, f"the check held {int(peak_kib) >> 10} MiB"
+
+
+@pytest.mark.parametrize("verb", ["check-stream", "capture"])
+def test_messages_not_of_vllms_form_are_counted_not_taken_for_silence(tmp_path, verb):
+    """A 2-frame message and 9-, 3- and 0-byte sequence numbers: each is
+    skipped, and the line says so rather than that nothing arrived."""
+    command = [sys.executable, "-m", "harness", verb, "--timeout", "3"]
+    if verb == "capture":
+        command += ["--out", str(tmp_path / "kv.bin")]
+    good = payload(stored([1], None))
+    with publisher_and_check([*command, "--zmq", "ENDPOINT"]) as (publisher, process):
+        assert publisher.poll(30_000), "the check did not subscribe"
+        publisher.recv()
+        publisher.send_multipart((b"kv", good))
+        for width in (9, 3, 0):
+            publisher.send_multipart((b"kv", (0).to_bytes(width, "big"), good))
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 16
+    assert err.count("subscribe: skipped a message of ") == 4
+    assert "skipped a message of a 9-byte sequence number" in err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.endswith(
+        ": incomplete: no message arrived in 3 s; 4 message(s) not of vLLM's "
+        "form (topic, 8-byte sequence number, payload) skipped"
+        + (f"; {tmp_path / 'kv.bin'} left as it was" if verb == "capture" else "")
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_message_sent_again_is_named_as_such():
+    from harness.contract.subscribe import SequenceCheck
+
+    sequence = SequenceCheck()
+    for seq in (0, 1, 1, 2, 0):
+        sequence.see(seq)
+    assert sequence.incomplete() == (
+        "0 message(s) missing: message 1 arrived again; the sequence went back "
+        "from 2 to 0 (a restarted publisher?)"
+    )
+
+
+def test_a_replay_that_stops_without_its_end_marker_is_not_called_a_flood(
+    monkeypatch,
+):
+    from harness.contract import subscribe
+    from harness.errors import SubscriptionError
+
+    monkeypatch.setattr(subscribe, "REPLAY_WAIT_S", 1.0)
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    router.bind(endpoint)
+
+    def answer_then_fall_silent():
+        client, _, _ = router.recv_multipart()
+        router.send_multipart((client, b"", b"kv", (0).to_bytes(8, "big"), b"x"))
+
+    thread = threading.Thread(target=answer_then_fall_silent)
+    thread.start()
+    try:
+        with pytest.raises(SubscriptionError) as failed:
+            subscribe.replay(endpoint, 0, 2)
+    finally:
+        thread.join()
+        router.close()
+    assert str(failed.value) == (
+        f"replay endpoint {endpoint} sent 1 messages (11 bytes, 1 of them asked "
+        f"for), then nothing, and no end marker in 1 s: not vLLM's replay (its "
+        f"buffer, then an end marker)"
+    )

@@ -67,6 +67,24 @@ def test_a_workload_number_out_of_range_is_a_usage_error(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--seeds", "-1", "argument --seeds: must be at least 1, got -1"),
+        ("--seeds", "0", "argument --seeds: must be at least 1, got 0"),
+        ("--ops", "-5", "argument --ops: must be at least 1, got -5"),
+        ("--ops", "1.5", "argument --ops: not a whole number: '1.5'"),
+    ],
+)
+def test_a_consumers_count_below_one_is_a_usage_error(
+    capsys, tmp_path, monkeypatch, option, value, message
+):
+    monkeypatch.chdir(tmp_path)
+    line = usage_error(capsys, ["consumers", option, value])
+    assert line == f"python -m harness consumers: error: {message}"
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.fixture
 def fake_vllm(tmp_path, monkeypatch):
     """A `vllm` to import, and a workload that writes its files slowly: the
