@@ -67,13 +67,19 @@ class Receipt:
 
 
 def receipt_dir(located: Located) -> Path:
-    return located.dist.dist_info / RECEIPT_DIR
+    return located.info_file(RECEIPT_DIR)
+
+
+def receipt_file(located: Located, name: str) -> Path:
+    """A file of the receipt directory (``receipt.json``, ``pristine/vllm/...``),
+    refused when reached through a symlink or ``..`` (`Located.info_file`)."""
+    return located.info_file(f"{RECEIPT_DIR}/{name}")
 
 
 def check_source(located: Located, overlay: Overlay) -> None:
     """Each installed file is the one the target's sdist holds."""
     for path in overlay.files:
-        where = located.dist.site / path
+        where = located.package_file(path)
         if file_digest(where) != digest(overlay.pristine[path]):
             raise PackageError(
                 f"{where} of {located.dist.describe()} is not the {path} of the "
@@ -88,7 +94,7 @@ def check_source(located: Located, overlay: Overlay) -> None:
 
 
 def read_receipt(located: Located) -> Receipt | None:
-    path = receipt_dir(located) / RECEIPT
+    path = receipt_file(located, RECEIPT)
     if not path.exists():
         return None
     try:
@@ -127,7 +133,7 @@ def _write_receipt(located: Located, receipt: Receipt, overlay: Overlay) -> None
 
 def _remove_receipt(located: Located) -> None:
     """RECORD put back from its copy, then the receipt directory removed."""
-    copy = receipt_dir(located) / RECORD_COPY
+    copy = receipt_file(located, RECORD_COPY)
     if copy.is_file():
         _replace_file(located.dist.record, copy.read_bytes())
     if receipt_dir(located).exists():
@@ -161,18 +167,18 @@ def install(located: Located, target: Target, overlay: Overlay) -> Receipt:
     check_recorded(located, overlay.files)
     check_source(located, overlay)
     receipt = make_receipt(located, overlay)
-    site = located.dist.site
     try:
         with stop_signals_held():
             _write_receipt(located, receipt, overlay)
             for path in overlay.files:
-                _replace_file(site / path, overlay.patched[path])
+                _replace_file(located.package_file(path), overlay.patched[path])
     except BaseException as exc:
         with stop_signals_held():
             _put_back(located, {path: overlay.pristine[path] for path in overlay.files})
         if isinstance(exc, OSError):
             raise PackageError(
-                f"cannot write {exc.filename or site}: {exc.strerror or exc}; "
+                f"cannot write {exc.filename or located.dist.site}: "
+                f"{exc.strerror or exc}; "
                 f"{located.dist.describe()} is as it was"
             ) from None
         raise
@@ -200,7 +206,7 @@ def _put_back(located: Located, pristine: dict[str, bytes]) -> None:
     """Every file to its pristine bytes, RECORD and the receipt as before.
     Only the receipt's own files are written: a file is pristine or patched."""
     for path, data in pristine.items():
-        where = located.dist.site / path
+        where = located.package_file(path)
         if file_digest(where) != digest(data):
             _replace_file(where, data)
     _remove_receipt(located)
@@ -212,10 +218,10 @@ def uninstall(located: Located) -> Receipt | None:
     receipt = read_receipt(located)
     if receipt is None:
         return None
-    backups = receipt_dir(located) / PRISTINE
     pristine = {}
     for path, digests in receipt.files.items():
-        where = located.dist.site / path
+        where = located.package_file(path)
+        backup = receipt_file(located, f"{PRISTINE}/{path}")
         if file_digest(where) not in (digests["pristine"], digests["patched"]):
             raise PackageError(
                 f"{where} changed after the series was installed (it is neither "
@@ -223,16 +229,16 @@ def uninstall(located: Located) -> Receipt | None:
                 f"{located.dist.name}=={located.dist.version} with pip"
             )
         try:
-            pristine[path] = (backups / path).read_bytes()
+            pristine[path] = backup.read_bytes()
         except OSError:
             pristine[path] = b""
         if digest(pristine[path]) != digests["pristine"]:
             raise PackageError(
-                f"the receipt's copy of the released {path} ({backups / path}) is "
+                f"the receipt's copy of the released {path} ({backup}) is "
                 f"missing or damaged; reinstall {located.dist.name}=="
                 f"{located.dist.version} with pip"
             )
-    copy = receipt_dir(located) / RECORD_COPY
+    copy = receipt_file(located, RECORD_COPY)
     if not copy.is_file() or file_digest(copy) != receipt.record_sha256:
         raise PackageError(
             f"the receipt's copy of RECORD ({copy}) is missing or damaged; "
@@ -264,7 +270,7 @@ def file_states(located: Located, receipt: Receipt) -> dict[str, str]:
     """Path -> "patched", "released" or "changed" for each file of the receipt."""
     states = {}
     for path, digests in receipt.files.items():
-        actual = file_digest(located.dist.site / path)
+        actual = file_digest(located.package_file(path))
         states[path] = {
             digests["patched"]: "patched",
             digests["pristine"]: "released",
@@ -279,6 +285,6 @@ def record_mismatches(located: Located) -> tuple[int, list[str]]:
         if recorded is None or not path.startswith("vllm/"):
             continue
         checked += 1
-        if file_digest(located.dist.site / path) != recorded:
+        if file_digest(located.package_file(path)) != recorded:
             differing.append(path)
     return checked, differing

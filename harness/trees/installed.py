@@ -13,6 +13,15 @@ wheel shipped it: what a file must still be for the harness to touch it
 (`check_recorded`). `locate` refuses a vllm the harness must not write: one
 inside the harness cache (a pristine tree on PYTHONPATH), one no
 distribution installed, or one that shadows the installed package.
+
+Every path the harness reads or writes in the package or its .dist-info is
+checked first (`Located.package_file`, `Located.info_file`): a plain path
+below the site directory (no ``..``, not absolute) none of whose parts below
+that directory is a symlink. So a ``vllm/v1/core`` linked into the harness
+cache, a ``block_pool.py`` linked elsewhere, or a receipt naming
+``../../victim`` is refused, in one line, before anything is read through it
+or written; symlinks above the site directory (a venv's ``lib64``) are the
+environment's own and followed.
 """
 
 import base64
@@ -20,7 +29,9 @@ import csv
 import hashlib
 import io
 import json
+import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +41,7 @@ from harness.errors import PackageError
 from harness.targets import Target
 
 RECORD = "RECORD"
+PACKAGE = "vllm/"
 
 _PROBE = """\
 import importlib.metadata, importlib.util, json, sys
@@ -148,13 +160,70 @@ def record_line(path: str) -> str:
 
 
 def file_digest(path: Path) -> str:
-    """sha256 of a file, "missing" when there is none."""
+    """sha256 of a file, "missing" when there is none; a symlink, a FIFO or
+    a directory is refused (PackageError), never followed or waited on."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        descriptor = os.open(path, flags)
     except FileNotFoundError:
         return "missing"
     except OSError as exc:
+        if os.path.islink(path):
+            raise PackageError(
+                f"{path} is a symlink (to {os.readlink(path)}); the harness "
+                f"reads and writes only the package's own files"
+            ) from None
         raise PackageError(f"cannot read {path}: {exc.strerror}") from None
+    with os.fdopen(descriptor, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise PackageError(
+                f"{path} is not a regular file; the harness reads and writes "
+                f"only the package's own files"
+            )
+        digest = hashlib.sha256()
+        try:
+            while chunk := stream.read(1 << 20):
+                digest.update(chunk)
+        except OSError as exc:
+            raise PackageError(f"cannot read {path}: {exc.strerror}") from None
+    return digest.hexdigest()
+
+
+def plain_relative(path: str) -> bool:
+    """``path`` is relative, in plain parts: no ``..``, ``.``, empty part or NUL."""
+    return (
+        bool(path)
+        and not path.startswith("/")
+        and "\0" not in path
+        and all(part not in ("", ".", "..") for part in path.split("/"))
+    )
+
+
+def no_link_below(root: Path, relative: str, whose: str) -> Path:
+    """``root / relative``, refused when ``relative`` is not plain or when a
+    part of it below ``root`` is a symlink (it would read or write outside
+    what ``whose`` owns). What does not exist yet is not checked further."""
+    if not plain_relative(relative):
+        raise PackageError(
+            f"{relative!r} is not a plain path inside {root} (absolute, or with "
+            f"'..'); the harness reads and writes only the files of {whose}"
+        )
+    where = root
+    for part in relative.split("/"):
+        where = where / part
+        try:
+            mode = os.lstat(where).st_mode
+        except FileNotFoundError:
+            break
+        except OSError as exc:
+            raise PackageError(f"cannot read {where}: {exc.strerror}") from None
+        if stat.S_ISLNK(mode):
+            raise PackageError(
+                f"{where} is a symlink (to {os.readlink(where)}); the harness "
+                f"reads and writes only the files of {whose}, never through a "
+                f"link: reinstall it with pip"
+            )
+    return root / relative
 
 
 @dataclass(frozen=True)
@@ -163,6 +232,22 @@ class Located:
 
     installed: Installed
     dist: Distribution
+
+    def package_file(self, relative: str) -> Path:
+        """The file ``relative`` (``vllm/...``) of the package, refused when
+        it is not one (``..``, a symlink on the way: `no_link_below`)."""
+        if not relative.startswith(PACKAGE):
+            raise PackageError(
+                f"{relative!r} is not a file of the vllm package; the harness "
+                f"reads and writes only the files of {self.dist.describe()}"
+            )
+        return no_link_below(self.dist.site, relative, self.dist.describe())
+
+    def info_file(self, relative: str) -> Path:
+        """The file ``relative`` of the distribution's .dist-info, refused as
+        `package_file` refuses."""
+        path = f"{self.dist.dist_info.name}/{relative}"
+        return no_link_below(self.dist.site, path, self.dist.describe())
 
 
 def _inside_cache(path: Path) -> bool:
@@ -211,13 +296,22 @@ def locate(python: str) -> Located:
             f"{dist.describe()} lies inside the harness cache {cache.root()}; "
             f"the harness never writes into its cache"
         )
+    if dist.record.parent.parent != dist.site or not (
+        dist.record.parent.name.endswith(".dist-info")
+    ):
+        raise PackageError(
+            f"the RECORD of {dist.describe()} is {dist.record}, not in a "
+            f".dist-info directory of {dist.site}; reinstall it with pip"
+        )
+    located = Located(installed, dist)
+    located.info_file(RECORD)
     if package is None or package.resolve() != (dist.site / "vllm").resolve():
         raise PackageError(
             f"{installed.python} imports vllm from {package}, not from the "
             f"installed {dist.describe()} (PYTHONPATH, or a vllm directory "
             f"where the engine starts?); the series would not be what it runs"
         )
-    return Located(installed, dist)
+    return located
 
 
 def public_version(version: str) -> str:
@@ -250,7 +344,7 @@ def check_recorded(located: Located, paths) -> None:
     dist = located.dist
     record = read_record(dist.record)
     for path in paths:
-        where = dist.site / path
+        where = located.package_file(path)
         recorded = record.get(path)
         if recorded is None:
             raise PackageError(
