@@ -13,7 +13,10 @@ The receipt lives with the distribution, in ``NAME.dist-info/kv-events-series/``
 sha256), the pristine files themselves, and a copy of RECORD. Its files are
 added to RECORD, so that ``pip uninstall`` (or a reinstall) removes them with
 the package; `uninstall` needs neither the tier nor the sdist, and restores
-RECORD byte for byte.
+RECORD byte for byte. The receipt is checked as data before anything in it
+is trusted (`receipt_from_json`); one that RECORD lists but that is gone, or
+files of vllm/ that differ from RECORD with no receipt at all, are refused:
+nothing says what the released files were.
 
 Nothing half-done: the receipt is made whole in scratch space and renamed
 into place, each file is replaced by a rename, stop signals are held while
@@ -34,10 +37,12 @@ from harness.processes import stop_signals_held
 from harness.series.overlay import Overlay, digest
 from harness.targets import Target
 from harness.trees.installed import (
+    PACKAGE,
     Located,
     check_recorded,
     check_release,
     file_digest,
+    plain_relative,
     read_record,
     record_line,
 )
@@ -93,20 +98,117 @@ def check_source(located: Located, overlay: Overlay) -> None:
 # --------------------------------------------------------------------------
 
 
+# The most a receipt.json may hold: a receipt of a few files is 1-2 KB.
+RECEIPT_MAX_BYTES = 1 << 20
+_FIELDS = ("target", "tier", "release", "distribution", "record_sha256")
+_DIGESTS = ("pristine", "patched")
+
+
 def read_receipt(located: Located) -> Receipt | None:
+    """The receipt beside the package, None when there is none and RECORD
+    lists none; one that RECORD lists but is gone, or that is not valid data
+    (`receipt_from_json`), is refused in one line."""
     path = receipt_file(located, RECEIPT)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
+        listed = receipt_listed(located)
+        if listed or receipt_dir(located).exists():
+            evidence = "RECORD lists it" if listed else "its folder is there"
+            raise PackageError(
+                f"the series' receipt {path} is missing, though {evidence}"
+                f"{_differing_note(located)}; nothing says what to put back: "
+                f"reinstall {located.dist.name}=={located.dist.version} with pip"
+            )
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.pop("kind") != RECEIPT_KIND:
-            raise ValueError("not a receipt of this project")
-        return Receipt(**data)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        with path.open("rb") as stream:
+            text = stream.read(RECEIPT_MAX_BYTES + 1)
+        if len(text) > RECEIPT_MAX_BYTES:
+            raise ValueError(f"larger than {RECEIPT_MAX_BYTES} bytes")
+        try:
+            data = json.loads(text.decode("utf-8"))
+        except RecursionError:
+            raise ValueError("nested too deep to be a receipt") from None
+        receipt = receipt_from_json(data)
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise PackageError(
-            f"the receipt {path} cannot be read ({exc}); reinstall "
+            f"the receipt {path} cannot be read ({why}); reinstall "
             f"{located.dist.name}=={located.dist.version} with pip to start over"
         ) from None
+    here = f"{located.dist.name} {located.dist.version}"
+    if receipt.distribution != here:
+        raise PackageError(
+            f"the receipt {path} is of {receipt.distribution}, not of {here}; "
+            f"reinstall {located.dist.name}=={located.dist.version} with pip"
+        )
+    return receipt
+
+
+def receipt_from_json(data) -> Receipt:
+    """A receipt from its parsed JSON, checked as data: the keys `install`
+    writes and no other, strings where strings are, every file a plain path
+    under vllm/ with a sha256 of each kind (ValueError saying what is not)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON {_json_type(data)}, not an object")
+    if data.get("kind") != RECEIPT_KIND:
+        raise ValueError("not a receipt of this project")
+    expected = {"kind", "files", *_FIELDS}
+    if missing := sorted(expected - set(data)):
+        raise ValueError(f"no {', '.join(map(repr, missing))}")
+    if extra := sorted(set(data) - expected):
+        raise ValueError(f"unknown key {extra[0]!r}")
+    for field in _FIELDS:
+        if not isinstance(data[field], str):
+            raise ValueError(f"{field!r} is a JSON {_json_type(data[field])}")
+    if not _is_sha256(data["record_sha256"]):
+        raise ValueError("'record_sha256' is not a sha256")
+    files = data["files"]
+    if not isinstance(files, dict) or not files:
+        kind = _json_type(files) if not isinstance(files, dict) else "empty object"
+        raise ValueError(f"'files' is a JSON {kind}, not an object of files")
+    for path, digests in files.items():
+        if not path.startswith(PACKAGE) or not plain_relative(path):
+            raise ValueError(f"{path!r} is not a plain path under {PACKAGE}")
+        if not isinstance(digests, dict) or set(digests) != set(_DIGESTS):
+            raise ValueError(
+                f"the digests of {path!r} are not an object of "
+                f"{' and '.join(map(repr, _DIGESTS))}"
+            )
+        if not all(_is_sha256(digests[kind]) for kind in _DIGESTS):
+            raise ValueError(f"a digest of {path!r} is not a sha256")
+    return Receipt(
+        **{field: data[field] for field in _FIELDS},
+        files={path: dict(digests) for path, digests in files.items()},
+    )
+
+
+def _is_sha256(value) -> bool:
+    return (
+        isinstance(value, str)
+        and len(value) == 64
+        and all(c in "0123456789abcdef" for c in value)
+    )
+
+
+def _json_type(value) -> str:
+    for kind, name in ((bool, "boolean"), (int, "number"), (float, "number")):
+        if isinstance(value, kind):
+            return name
+    return {dict: "object", list: "array", str: "string"}.get(type(value), "null")
+
+
+def receipt_listed(located: Located) -> bool:
+    """RECORD lists a receipt: `install` put one here."""
+    name = f"{located.dist.dist_info.name}/{RECEIPT_DIR}/{RECEIPT}"
+    return name in read_record(located.dist.record)
+
+
+def _differing_note(located: Located) -> str:
+    _, differing = record_mismatches(located)
+    if not differing:
+        return ", and every file of vllm/ is as RECORD says"
+    shown = ", ".join(differing[:3]) + (" ..." if len(differing) > 3 else "")
+    return f", and {len(differing)} file(s) of vllm/ differ from RECORD ({shown})"
 
 
 def _write_receipt(located: Located, receipt: Receipt, overlay: Overlay) -> None:
@@ -214,9 +316,21 @@ def _put_back(located: Located, pristine: dict[str, bytes]) -> None:
 
 def uninstall(located: Located) -> Receipt | None:
     """Put back the released files the receipt holds; None when there is no
-    receipt (nothing installed)."""
+    receipt and every file of vllm/ is as RECORD says (nothing installed).
+    Files that differ from RECORD with no receipt to say why are refused:
+    nothing says what they were."""
     receipt = read_receipt(located)
     if receipt is None:
+        checked, differing = record_mismatches(located)
+        if differing:
+            shown = ", ".join(differing[:3]) + (" ..." if len(differing) > 3 else "")
+            raise PackageError(
+                f"no receipt of the series is on {located.dist.describe()}, yet "
+                f"{len(differing)} of the {checked} files of vllm/ differ from "
+                f"RECORD ({shown}): patched with the receipt lost, or changed by "
+                f"hand; nothing says what to put back: reinstall "
+                f"{located.dist.name}=={located.dist.version} with pip"
+            )
         return None
     pristine = {}
     for path, digests in receipt.files.items():

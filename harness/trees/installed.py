@@ -118,36 +118,79 @@ def find_installed(python: str) -> Installed:
         raise ProbeError(f"{python} exited {result.returncode}: {last}")
     try:
         answer = json.loads(result.stdout.strip().splitlines()[-1])
-        return Installed(
-            python=answer["python"],
-            imported=Path(answer["imported"]) if answer["imported"] else None,
-            distributions=tuple(
-                Distribution(
-                    name=found["name"],
-                    version=found["version"],
-                    site=Path(found["site"]),
-                    record=Path(found["record"]) if found["record"] else None,
-                )
-                for found in answer["distributions"]
-            ),
-        )
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, IndexError, RecursionError):
         raise ProbeError(f"{python} did not answer the probe with JSON") from None
+    return _answer(python, answer)
+
+
+def _answer(python: str, answer) -> Installed:
+    """The probe's answer checked as data: each field of the type the probe
+    writes (ProbeError naming what is not)."""
+
+    def text(value, what: str, optional: bool = False) -> str | None:
+        if isinstance(value, str) and value and "\0" not in value:
+            return value
+        if value is None and optional:
+            return None
+        raise ProbeError(f"{python} answered the probe with a bad {what}")
+
+    if not isinstance(answer, dict) or not isinstance(
+        answer.get("distributions"), list
+    ):
+        raise ProbeError(f"{python} did not answer the probe as it asks")
+    distributions = []
+    for found in answer["distributions"]:
+        if not isinstance(found, dict):
+            raise ProbeError(f"{python} answered the probe with a bad distribution")
+        site = text(found.get("site"), "site directory")
+        record = text(found.get("record"), "RECORD path", optional=True)
+        for field in ("Name", "Version"):
+            if not isinstance(found.get(field.lower()), str):
+                where = Path(record).parent if record else site
+                raise PackageError(
+                    f"the distribution holding vllm in {site} has no {field} in "
+                    f"its METADATA ({where}); reinstall it with pip"
+                )
+        distributions.append(
+            Distribution(
+                name=text(found["name"], "distribution name"),
+                version=text(found["version"], "version"),
+                site=Path(site),
+                record=Path(record) if record else None,
+            )
+        )
+    imported = text(answer.get("imported"), "vllm path", optional=True)
+    return Installed(
+        python=text(answer.get("python"), "executable"),
+        imported=Path(imported) if imported else None,
+        distributions=tuple(distributions),
+    )
 
 
 def read_record(record: Path) -> dict[str, str | None]:
     """Path -> sha256 (hex) of every file a RECORD lists (None: no hash)."""
     digests: dict[str, str | None] = {}
-    for row in csv.reader(io.StringIO(record.read_text(encoding="utf-8"))):
-        if not row:
-            continue
-        path, digest = row[0], row[1] if len(row) > 1 else ""
-        algorithm, _, value = digest.partition("=")
-        if algorithm == "sha256" and value:
-            padded = value + "=" * (-len(value) % 4)
-            digests[path] = base64.urlsafe_b64decode(padded).hex()
-        else:
-            digests[path] = None
+    try:
+        rows = list(csv.reader(io.StringIO(record.read_text(encoding="utf-8"))))
+        for row in rows:
+            if not row:
+                continue
+            path, digest = row[0], row[1] if len(row) > 1 else ""
+            algorithm, _, value = digest.partition("=")
+            if algorithm == "sha256" and value:
+                padded = value + "=" * (-len(value) % 4)
+                digests[path] = base64.b64decode(
+                    padded, altchars=b"-_", validate=True
+                ).hex()
+            else:
+                digests[path] = None
+    except OSError as exc:
+        raise PackageError(f"cannot read {record}: {exc.strerror}") from None
+    except (ValueError, csv.Error) as exc:  # UnicodeDecodeError, binascii.Error
+        raise PackageError(
+            f"{record} is not a RECORD the harness can read ({exc}); reinstall "
+            f"the distribution with pip"
+        ) from None
     return digests
 
 

