@@ -25,14 +25,19 @@ file, RECORD and the receipt back as they were before it ended. After a
 SIGKILL the receipt is there, and `status` and `uninstall` take it from there.
 """
 
+import fcntl
 import json
 import os
-from contextlib import contextmanager
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness import scratch
 from harness.errors import PackageError
+from harness.log import progress
 from harness.processes import stop_signals_held
 from harness.series.overlay import Overlay, digest
 from harness.targets import Target
@@ -252,13 +257,86 @@ def _replace_file(path: Path, data: bytes) -> None:
 
 
 # --------------------------------------------------------------------------
+# One installation at a time
+# --------------------------------------------------------------------------
+
+HOLDER = "holder"
+_held: dict[Path, int] = {}  # .dist-info -> how many blocks of this run hold it
+
+
+@contextmanager
+def installation_lock(located: Located, shared: bool = False) -> Iterator[None]:
+    """Hold the distribution's installation lock while the block runs: a
+    flock on its .dist-info directory (which neither install nor uninstall
+    replaces). `install` and `uninstall` hold it exclusively, and say who
+    they are in a scratch note beside it; `status` holds it shared, so it
+    never reads a package half-written. A run that finds it held says so,
+    naming the holder, and waits. Held already by this run, it is taken
+    again at no cost (a verb holds it around `install`, which holds it too)."""
+    info = located.dist.dist_info
+    if info in _held:
+        _held[info] += 1
+        try:
+            yield
+        finally:
+            _held[info] -= 1
+        return
+    try:
+        descriptor = os.open(info, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise PackageError(f"cannot open {info}: {exc.strerror}") from None
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    _held[info] = 1
+    try:
+        try:
+            fcntl.flock(descriptor, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(
+                f"waiting for {located.dist.describe()}, which another run is "
+                f"installing or taking off ({_holder_of(info)})"
+            )
+            fcntl.flock(descriptor, mode)
+        except OSError as exc:
+            raise PackageError(f"cannot lock {info}: {exc.strerror}") from None
+        if shared:
+            yield
+        else:
+            with scratch.directory(info, HOLDER) as note:
+                (note / HOLDER).write_text(_who() + "\n")
+                yield
+    finally:
+        del _held[info]
+        os.close(descriptor)  # the lock goes with it
+
+
+def _who() -> str:
+    """This run, as a waiting one shows it."""
+    command = " ".join(["python -m harness", *sys.argv[1:]])[:300]
+    return f"pid {os.getpid()}, {command}, since {time.strftime('%H:%M:%S')}"
+
+
+def _holder_of(info: Path) -> str:
+    """Who holds the lock, from the note it left (a status run leaves none)."""
+    for note in info.glob(f"{scratch.PREFIX}{HOLDER}-*/{HOLDER}"):
+        with suppress(OSError):
+            return note.read_text(encoding="utf-8", errors="replace").strip()[:300]
+    return "a status run, or one that has not said which"
+
+
+# --------------------------------------------------------------------------
 # Install, uninstall
 # --------------------------------------------------------------------------
 
 
 def install(located: Located, target: Target, overlay: Overlay) -> Receipt:
     """Put the overlay's patched files on the located package, with a receipt;
-    all of it, or (on any error or stop signal) nothing."""
+    all of it, or (on any error or stop signal) nothing. Under the
+    installation lock."""
+    with installation_lock(located):
+        return _install(located, target, overlay)
+
+
+def _install(located: Located, target: Target, overlay: Overlay) -> Receipt:
     if (earlier := read_receipt(located)) is not None:
         raise PackageError(
             f"target {earlier.target}'s {earlier.tier} tier is already on "
@@ -318,7 +396,12 @@ def uninstall(located: Located) -> Receipt | None:
     """Put back the released files the receipt holds; None when there is no
     receipt and every file of vllm/ is as RECORD says (nothing installed).
     Files that differ from RECORD with no receipt to say why are refused:
-    nothing says what they were."""
+    nothing says what they were. Under the installation lock."""
+    with installation_lock(located):
+        return _uninstall(located)
+
+
+def _uninstall(located: Located) -> Receipt | None:
     receipt = read_receipt(located)
     if receipt is None:
         checked, differing = record_mismatches(located)

@@ -18,6 +18,17 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
+    from harness.series.installation import installation_lock
+    from harness.trees.installed import locate
+
+    located = locate(args.python)
+    with installation_lock(located, shared=True):
+        return _status(located)
+
+
+def _status(located) -> int:
+    """What the receipt and RECORD say, under the installation lock (shared):
+    never a package half-written by an install."""
     from harness.series.installation import (
         RECEIPT,
         RESTART,
@@ -26,9 +37,7 @@ def run(args) -> int:
         receipt_dir,
         record_mismatches,
     )
-    from harness.trees.installed import locate
 
-    located = locate(args.python)
     print(f"{located.dist.describe()}, for {located.installed.python}")
     receipt = read_receipt(located)
     expected: set[str] = set()

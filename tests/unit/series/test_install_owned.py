@@ -312,3 +312,105 @@ def test_a_record_the_probe_cannot_read_is_one_line(site, capsys):
     line = refused_line(capsys, "status")
     assert line.startswith("error: ")
     assert " exited 1: UnicodeDecodeError: 'utf-8' codec can't decode " in line
+
+
+# --------------------------------------------------------------------------
+# One installation at a time
+# --------------------------------------------------------------------------
+
+# A harness run in a process of its own, on the test's checkout (which the
+# test process only monkeypatches in itself).
+HARNESS = """
+import sys
+from pathlib import Path
+from harness import checkout, cli
+checkout.root = lambda: Path({root!r})
+sys.exit(cli.main({args!r}))
+"""
+
+
+def harness_process(tmp_path, *args):
+    import os
+    import subprocess
+    import sys
+
+    from support import REPO_ROOT
+
+    return subprocess.Popen(
+        [sys.executable, "-c", HARNESS.format(root=str(tmp_path), args=list(args))],
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ["PYTHONPATH"]]),
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def located_here():
+    import sys
+
+    from harness.trees.installed import locate
+
+    return locate(sys.executable)
+
+
+def test_an_install_waits_for_the_one_in_progress_and_names_it(site, tmp_path, capsys):
+    """While this run holds the lock (installing the default tier), another
+    run's strict install waits, naming it, then is refused: the default tier
+    stays whole."""
+    import time
+
+    from harness.series.installation import installation_lock
+
+    with installation_lock(located_here()):
+        other = harness_process(
+            tmp_path, "install", "--target", "t", "--tier", "strict"
+        )
+        waited = ""
+        deadline = time.monotonic() + 60
+        while "waiting for" not in waited and time.monotonic() < deadline:
+            line = other.stderr.readline()
+            if not line:  # it ended without waiting
+                break
+            waited += line
+        assert run_verb(capsys, "install", "--target", "t")[0] == 0
+        assert other.poll() is None  # still waiting
+    out, err = other.communicate(timeout=60)
+    assert "harness: waiting for vllm 9.9.9 in " in waited
+    assert "which another run is installing or taking off (pid " in waited
+    assert other.returncode == 19
+    assert "target t's default tier is already on vllm 9.9.9" in err
+    status, out, _ = run_verb(capsys, "status")
+    assert (status, "series: target t, default tier" in out) == (0, True)
+    assert "  vllm/v1/core/block_pool.py: patched\n" in out
+    assert "kv_cache_utils" not in out
+
+
+def test_two_installs_of_different_tiers_at_once_leave_one_whole(
+    site, tmp_path, capsys
+):
+    """The issue's race: one tier wholly installed, the other refused, never
+    a success whose files the other's rollback took away."""
+    first = harness_process(tmp_path, "install", "--target", "t")
+    second = harness_process(tmp_path, "install", "--target", "t", "--tier", "strict")
+    results = [(p.wait(timeout=120), p.communicate()) for p in (first, second)]
+    statuses = sorted(status for status, _ in results)
+    assert statuses == [0, 19], results
+    [(_, (won, _))] = [result for result in results if result[0] == 0]
+    tier = "strict" if "strict tier" in won else "default"
+    status, out, _ = run_verb(capsys, "status")
+    assert (status, f"series: target t, {tier} tier" in out) == (0, True)
+    assert " not every file is patched" not in out
+
+
+def test_status_waits_for_an_install_in_progress(site, tmp_path, capsys):
+    from harness.series.installation import installation_lock
+
+    with installation_lock(located_here()):
+        other = harness_process(tmp_path, "status")
+        line = other.stderr.readline()
+        assert other.poll() is None
+    assert other.wait(timeout=60) == 0
+    assert line.startswith(f"harness: waiting for vllm 9.9.9 in {site}, which ")
