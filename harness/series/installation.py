@@ -21,8 +21,10 @@ nothing says what the released files were.
 Nothing half-done: the receipt is made whole in scratch space and renamed
 into place, each file is replaced by a rename, stop signals are held while
 files change, and an install interrupted or failing at any point puts every
-file, RECORD and the receipt back as they were before it ended. After a
-SIGKILL the receipt is there, and `status` and `uninstall` take it from there.
+file, RECORD and the receipt back as they were before it ended; an uninstall
+that cannot finish puts back what it had written, the series staying on with
+its receipt. After a SIGKILL the receipt is there, and `status` and
+`uninstall` take it from there.
 """
 
 import fcntl
@@ -441,16 +443,54 @@ def _uninstall(located: Located) -> Receipt | None:
             f"the receipt's copy of RECORD ({copy}) is missing or damaged; "
             f"reinstall {located.dist.name}=={located.dist.version} with pip"
         )
-    try:
-        with stop_signals_held():
-            _put_back(located, pristine)
-    except OSError as exc:
-        raise PackageError(
-            f"cannot write {exc.filename or located.dist.site}: "
-            f"{exc.strerror or exc}; the receipt is kept: uninstall again once "
-            f"it can be written"
-        ) from None
+    with stop_signals_held():
+        _take_off(located, pristine)
     return receipt
+
+
+def _take_off(located: Located, pristine: dict[str, bytes]) -> None:
+    """Every file to its released bytes, then RECORD and the receipt as
+    before the install: all of it, or, on any error, nothing. What was
+    already written is put back as it was found, and the error says so."""
+    record = located.dist.record.read_bytes()
+    written: list[tuple[Path, bytes]] = []  # each file written, as it was
+    try:
+        for path, data in pristine.items():
+            where = located.package_file(path)
+            if file_digest(where) != digest(data):
+                found = where.read_bytes()
+                _replace_file(where, data)
+                written.append((where, found))
+        _remove_receipt(located)
+    except BaseException as exc:
+        undone = _undo(located, written, record)
+        if not isinstance(exc, OSError):
+            raise
+        cause = (
+            f"cannot write {exc.filename or located.dist.site}: {exc.strerror or exc}"
+        )
+        if undone is not None:
+            raise PackageError(
+                f"{cause}; nor could what was already written be put back "
+                f"({undone}): python -m harness status says which file is which"
+            ) from None
+        raise PackageError(
+            f"{cause}; {located.dist.describe()} is as it was, the series on "
+            f"it with its receipt: uninstall again once it can be written"
+        ) from None
+
+
+def _undo(located: Located, written: list[tuple[Path, bytes]], record: bytes):
+    """The files written and RECORD put back as they were found; None when
+    that worked, else what could not be written."""
+    try:
+        for where, found in reversed(written):
+            _replace_file(where, found)
+        if located.dist.record.read_bytes() != record:
+            _replace_file(located.dist.record, record)
+    except OSError as exc:
+        return f"{exc.filename or located.dist.site}: {exc.strerror or exc}"
+    return None
 
 
 @contextmanager

@@ -414,3 +414,66 @@ def test_status_waits_for_an_install_in_progress(site, tmp_path, capsys):
         assert other.poll() is None
     assert other.wait(timeout=60) == 0
     assert line.startswith(f"harness: waiting for vllm 9.9.9 in {site}, which ")
+
+
+# --------------------------------------------------------------------------
+# An uninstall that cannot finish leaves the package as it found it
+# --------------------------------------------------------------------------
+
+
+def failing_writes(monkeypatch, fails):
+    """installation._replace_file failing (EACCES) for each path ``fails``
+    says so, once it has been called for the paths before."""
+    from harness.series import installation
+
+    replace = installation._replace_file
+
+    def replacing(path, data):
+        if fails(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        replace(path, data)
+
+    monkeypatch.setattr(installation, "_replace_file", replacing)
+
+
+@pytest.mark.parametrize("stuck", ["vllm/v1/core/kv_cache_utils.py", f"{INFO}/RECORD"])
+def test_an_uninstall_that_cannot_write_leaves_the_package_as_it_found_it(
+    site, tmp_path, monkeypatch, capsys, stuck
+):
+    """The issue's case: the second file cannot be written. Before, the first
+    was left released and the second patched."""
+    assert run_verb(capsys, "install", "--target", "t", "--tier", "strict")[0] == 0
+    before = snapshot(tmp_path)
+    failing_writes(monkeypatch, lambda path: path == site / stuck)
+    line = refused_line(capsys, "uninstall")
+    assert line == (
+        f"error: cannot write {site / stuck}: Permission denied; vllm 9.9.9 in "
+        f"{site} is as it was, the series on it with its receipt: uninstall "
+        f"again once it can be written"
+    )
+    assert snapshot(tmp_path) == before
+    monkeypatch.undo()
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    assert run_verb(capsys, "uninstall")[0] == 0
+    status, out, _ = run_verb(capsys, "status")
+    assert (status, "series: none installed\n" in out) == (0, True)
+
+
+def test_an_uninstall_whose_undo_fails_too_says_so(site, tmp_path, monkeypatch, capsys):
+    assert run_verb(capsys, "install", "--target", "t", "--tier", "strict")[0] == 0
+    calls = []
+
+    def fails(path):
+        calls.append(path)
+        return len(calls) >= 2  # the second file, and the undo of the first
+
+    failing_writes(monkeypatch, fails)
+    line = refused_line(capsys, "uninstall")
+    pool, utils = (
+        site / CORE / name for name in ("block_pool.py", "kv_cache_utils.py")
+    )
+    assert line == (
+        f"error: cannot write {utils}: Permission denied; nor could what was "
+        f"already written be put back ({pool}: Permission denied): python -m "
+        f"harness status says which file is which"
+    )
