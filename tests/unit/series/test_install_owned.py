@@ -477,3 +477,91 @@ def test_an_uninstall_whose_undo_fails_too_says_so(site, tmp_path, monkeypatch, 
         f"already written be put back ({pool}: Permission denied): python -m "
         f"harness status says which file is which"
     )
+
+
+# --------------------------------------------------------------------------
+# The --python probe is bounded in time and bytes, its answer checked
+# --------------------------------------------------------------------------
+
+
+def a_python(tmp_path, body: str):
+    """An executable that stands for another Python: a shell script."""
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir(exist_ok=True)
+    python.write_text(f"#!/bin/sh\n{body}\n")
+    python.chmod(0o755)
+    return python
+
+
+VERBS = (["install", "--target", "t"], ["status"], ["uninstall"])
+
+
+def test_a_python_that_never_answers_is_ended_at_the_timeout(
+    site, tmp_path, monkeypatch, capsys
+):
+    from harness.trees import installed
+
+    monkeypatch.setattr(installed, "PROBE_TIMEOUT_S", 1.0)
+    python = a_python(tmp_path, "exec sleep 600")
+    before = snapshot(tmp_path)
+    for verb in VERBS:
+        line = refused_line(capsys, *verb, "--python", str(python))
+        assert line == (
+            f"error: asked where its vllm is, {python} did not finish within 1 s; "
+            f"it was ended"
+        )
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_python_that_floods_is_ended_at_the_cap(site, tmp_path, capsys, stream):
+    """The issue's case: 400 MB on stdout (1.19 GB peak before), 300 MB on
+    stderr (900 MB); now ended after 1 MiB."""
+    redirect = "" if stream == "stdout" else " 1>&2"
+    python = a_python(tmp_path, f"exec head -c 400000000 /dev/zero{redirect}")
+    before = snapshot(tmp_path)
+    line = refused_line(capsys, "status", "--python", str(python))
+    assert line == (
+        f"error: asked where its vllm is, {python} wrote more than 1048576 bytes "
+        f"on {stream}; it was ended"
+    )
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ("[" * 200_000 + "]" * 200_000, "did not answer the probe with JSON"),
+        ("not json", "did not answer the probe with JSON"),
+        (
+            '{"python": "p", "imported": null, "distributions": 3}',
+            "did not answer the probe as it asks",
+        ),
+        (
+            '{"python": 3, "imported": null, "distributions": []}',
+            "answered the probe with a bad executable",
+        ),
+        (
+            '{"python": "p", "imported": null, "distributions": [7]}',
+            "answered the probe with a bad distribution",
+        ),
+        (
+            '{"python": "p", "imported": [], "distributions": []}',
+            "answered the probe with a bad vllm path",
+        ),
+    ],
+    ids=[
+        "200000-deep",
+        "not-json",
+        "not-a-list",
+        "python-a-number",
+        "dist-a-number",
+        "a-list",
+    ],
+)
+def test_a_python_answering_nonsense_is_one_line(site, tmp_path, capsys, answer, said):
+    (tmp_path / "answer").write_text(answer + "\n")
+    python = a_python(tmp_path, f"exec cat {tmp_path / 'answer'}")
+    for verb in VERBS:
+        line = refused_line(capsys, *verb, "--python", str(python))
+        assert line == f"error: {python} {said}"
