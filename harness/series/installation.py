@@ -50,6 +50,7 @@ from harness.trees.installed import (
     check_release,
     file_digest,
     plain_relative,
+    read_file,
     read_record,
     record_line,
 )
@@ -127,10 +128,7 @@ def read_receipt(located: Located) -> Receipt | None:
             )
         return None
     try:
-        with path.open("rb") as stream:
-            text = stream.read(RECEIPT_MAX_BYTES + 1)
-        if len(text) > RECEIPT_MAX_BYTES:
-            raise ValueError(f"larger than {RECEIPT_MAX_BYTES} bytes")
+        text = read_file(path, RECEIPT_MAX_BYTES)
         try:
             data = json.loads(text.decode("utf-8"))
         except RecursionError:
@@ -222,7 +220,7 @@ def _write_receipt(located: Located, receipt: Receipt, overlay: Overlay) -> None
     """The receipt directory, made whole and renamed into place, then RECORD
     extended with its files."""
     dist, info = located.dist, located.dist.dist_info
-    record = dist.record.read_bytes()
+    record = read_file(dist.record)
     with scratch.directory(info, "receipt") as work:
         (work / RECEIPT).write_text(json.dumps(receipt.as_json(), indent=1) + "\n")
         (work / RECORD_COPY).write_bytes(record)
@@ -244,7 +242,7 @@ def _remove_receipt(located: Located) -> None:
     """RECORD put back from its copy, then the receipt directory removed."""
     copy = receipt_file(located, RECORD_COPY)
     if copy.is_file():
-        _replace_file(located.dist.record, copy.read_bytes())
+        _replace_file(located.dist.record, read_file(copy))
     if receipt_dir(located).exists():
         with scratch.directory(located.dist.dist_info, "receipt") as work:
             receipt_dir(located).rename(work / RECEIPT_DIR)
@@ -320,8 +318,8 @@ def _who() -> str:
 def _holder_of(info: Path) -> str:
     """Who holds the lock, from the note it left (a status run leaves none)."""
     for note in info.glob(f"{scratch.PREFIX}{HOLDER}-*/{HOLDER}"):
-        with suppress(OSError):
-            return note.read_text(encoding="utf-8", errors="replace").strip()[:300]
+        with suppress(OSError, ValueError, PackageError):
+            return read_file(note, 1000).decode("utf-8", "replace").strip()[:300]
     return "a status run, or one that has not said which"
 
 
@@ -380,7 +378,7 @@ def make_receipt(located: Located, overlay: Overlay) -> Receipt:
             }
             for path in overlay.files
         },
-        record_sha256=digest(located.dist.record.read_bytes()),
+        record_sha256=digest(read_file(located.dist.record)),
     )
 
 
@@ -428,8 +426,8 @@ def _uninstall(located: Located) -> Receipt | None:
                 f"{located.dist.name}=={located.dist.version} with pip"
             )
         try:
-            pristine[path] = backup.read_bytes()
-        except OSError:
+            pristine[path] = read_file(backup, RECEIPT_MAX_BYTES << 6)
+        except (FileNotFoundError, ValueError):
             pristine[path] = b""
         if digest(pristine[path]) != digests["pristine"]:
             raise PackageError(
@@ -443,6 +441,14 @@ def _uninstall(located: Located) -> Receipt | None:
             f"the receipt's copy of RECORD ({copy}) is missing or damaged; "
             f"reinstall {located.dist.name}=={located.dist.version} with pip"
         )
+    recorded = read_record(copy)
+    for path, digests in receipt.files.items():
+        if recorded.get(path) != digests["pristine"]:
+            raise PackageError(
+                f"the receipt's released {path} is not the file the wheel "
+                f"installed (its copy of RECORD says otherwise); reinstall "
+                f"{located.dist.name}=={located.dist.version} with pip"
+            )
     with stop_signals_held():
         _take_off(located, pristine)
     return receipt
@@ -452,13 +458,13 @@ def _take_off(located: Located, pristine: dict[str, bytes]) -> None:
     """Every file to its released bytes, then RECORD and the receipt as
     before the install: all of it, or, on any error, nothing. What was
     already written is put back as it was found, and the error says so."""
-    record = located.dist.record.read_bytes()
+    record = read_file(located.dist.record)
     written: list[tuple[Path, bytes]] = []  # each file written, as it was
     try:
         for path, data in pristine.items():
             where = located.package_file(path)
             if file_digest(where) != digest(data):
-                found = where.read_bytes()
+                found = read_file(where)
                 _replace_file(where, data)
                 written.append((where, found))
         _remove_receipt(located)
@@ -486,7 +492,7 @@ def _undo(located: Located, written: list[tuple[Path, bytes]], record: bytes):
     try:
         for where, found in reversed(written):
             _replace_file(where, found)
-        if located.dist.record.read_bytes() != record:
+        if read_file(located.dist.record) != record:
             _replace_file(located.dist.record, record)
     except OSError as exc:
         return f"{exc.filename or located.dist.site}: {exc.strerror or exc}"

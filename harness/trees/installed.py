@@ -35,8 +35,11 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from harness import cache, processes
 from harness.errors import PackageError
@@ -142,8 +145,9 @@ def _answer(python: str, answer) -> Installed:
     """The probe's answer checked as data: each field of the type the probe
     writes (ProbeError naming what is not)."""
 
-    def text(value, what: str, optional: bool = False) -> str | None:
-        if isinstance(value, str) and value and "\0" not in value:
+    def text(value, what: str, optional: bool = False, path: bool = True):
+        plain = isinstance(value, str) and value and "\0" not in value
+        if plain and (not path or value.startswith("/")):
             return value
         if value is None and optional:
             return None
@@ -168,8 +172,8 @@ def _answer(python: str, answer) -> Installed:
                 )
         distributions.append(
             Distribution(
-                name=text(found["name"], "distribution name"),
-                version=text(found["version"], "version"),
+                name=text(found["name"], "distribution name", path=False),
+                version=text(found["version"], "version", path=False),
                 site=Path(site),
                 record=Path(record) if record else None,
             )
@@ -186,7 +190,8 @@ def read_record(record: Path) -> dict[str, str | None]:
     """Path -> sha256 (hex) of every file a RECORD lists (None: no hash)."""
     digests: dict[str, str | None] = {}
     try:
-        rows = list(csv.reader(io.StringIO(record.read_text(encoding="utf-8"))))
+        text = read_file(record).decode("utf-8")
+        rows = list(csv.reader(io.StringIO(text)))
         for row in rows:
             if not row:
                 continue
@@ -199,8 +204,8 @@ def read_record(record: Path) -> dict[str, str | None]:
                 ).hex()
             else:
                 digests[path] = None
-    except OSError as exc:
-        raise PackageError(f"cannot read {record}: {exc.strerror}") from None
+    except FileNotFoundError:
+        raise PackageError(f"{record} is missing; reinstall it with pip") from None
     except (ValueError, csv.Error) as exc:  # UnicodeDecodeError, binascii.Error
         raise PackageError(
             f"{record} is not a RECORD the harness can read ({exc}); reinstall "
@@ -217,14 +222,15 @@ def record_line(path: str) -> str:
     return buffer.getvalue()
 
 
-def file_digest(path: Path) -> str:
-    """sha256 of a file, "missing" when there is none; a symlink, a FIFO or
-    a directory is refused (PackageError), never followed or waited on."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+@contextmanager
+def _regular(path: Path) -> Iterator[BinaryIO]:
+    """``path`` opened for reading when it is a regular file; a symlink, a
+    FIFO or a directory is refused (PackageError), never followed or waited
+    on. FileNotFoundError when there is none."""
     try:
-        descriptor = os.open(path, flags)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
-        return "missing"
+        raise
     except OSError as exc:
         if os.path.islink(path):
             raise PackageError(
@@ -232,18 +238,38 @@ def file_digest(path: Path) -> str:
                 f"reads and writes only the package's own files"
             ) from None
         raise PackageError(f"cannot read {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise PackageError(
+            f"{path} is not a regular file; the harness reads and writes only "
+            f"the package's own files"
+        )
     with os.fdopen(descriptor, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise PackageError(
-                f"{path} is not a regular file; the harness reads and writes "
-                f"only the package's own files"
-            )
-        digest = hashlib.sha256()
         try:
-            while chunk := stream.read(1 << 20):
-                digest.update(chunk)
+            yield stream
         except OSError as exc:
             raise PackageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def read_file(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of a regular file (`_regular`); ValueError when it holds
+    more than ``limit`` bytes, FileNotFoundError when there is none."""
+    with _regular(path) as stream:
+        data = stream.read(-1 if limit is None else limit + 1)
+    if limit is not None and len(data) > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    return data
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a regular file (`_regular`), "missing" when there is none."""
+    digest = hashlib.sha256()
+    try:
+        with _regular(path) as stream:
+            while chunk := stream.read(1 << 20):
+                digest.update(chunk)
+    except FileNotFoundError:
+        return "missing"
     return digest.hexdigest()
 
 
