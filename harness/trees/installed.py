@@ -17,33 +17,26 @@ inside the harness cache (a pristine tree on PYTHONPATH), one no
 distribution installed, or one that shadows the installed package.
 
 Every path the harness reads or writes in the package or its .dist-info is
-checked first (`Located.package_file`, `Located.info_file`): a plain path
-below the site directory (no ``..``, not absolute) none of whose parts below
-that directory is a symlink. So a ``vllm/v1/core`` linked into the harness
-cache, a ``block_pool.py`` linked elsewhere, or a receipt naming
-``../../victim`` is refused, in one line, before anything is read through it
-or written; symlinks above the site directory (a venv's ``lib64``) are the
-environment's own and followed.
+checked first (`Located.package_file`, `Located.info_file`,
+harness.trees.package_files): a plain path below the site directory (no
+``..``, not absolute) none of whose parts below that directory is a
+symlink. So a ``vllm/v1/core`` linked into the harness cache, a
+``block_pool.py`` linked elsewhere, or a receipt naming ``../../victim`` is
+refused, in one line, before anything is read through it or written;
+symlinks above the site directory (a venv's ``lib64``) are the environment's
+own and followed.
 """
 
-import base64
-import csv
-import hashlib
-import io
 import json
-import os
 import shutil
-import stat
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from harness import cache, processes
 from harness.errors import PackageError
 from harness.targets import Target
+from harness.trees.package_files import file_digest, no_link_below, read_record
 
 RECORD = "RECORD"
 PACKAGE = "vllm/"
@@ -184,130 +177,6 @@ def _answer(python: str, answer) -> Installed:
         imported=Path(imported) if imported else None,
         distributions=tuple(distributions),
     )
-
-
-def read_record(record: Path) -> dict[str, str | None]:
-    """Path -> sha256 (hex) of every file a RECORD lists (None: no hash)."""
-    digests: dict[str, str | None] = {}
-    try:
-        text = read_file(record).decode("utf-8")
-        rows = list(csv.reader(io.StringIO(text)))
-        for row in rows:
-            if not row:
-                continue
-            path, digest = row[0], row[1] if len(row) > 1 else ""
-            algorithm, _, value = digest.partition("=")
-            if algorithm == "sha256" and value:
-                padded = value + "=" * (-len(value) % 4)
-                digests[path] = base64.b64decode(
-                    padded, altchars=b"-_", validate=True
-                ).hex()
-            else:
-                digests[path] = None
-    except FileNotFoundError:
-        raise PackageError(f"{record} is missing; reinstall it with pip") from None
-    except (ValueError, csv.Error) as exc:  # UnicodeDecodeError, binascii.Error
-        raise PackageError(
-            f"{record} is not a RECORD the harness can read ({exc}); reinstall "
-            f"the distribution with pip"
-        ) from None
-    return digests
-
-
-def record_line(path: str) -> str:
-    """A RECORD row for a file added after the install, without a hash (as
-    RECORD lists itself), so that uninstalling the distribution removes it."""
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow([path, "", ""])
-    return buffer.getvalue()
-
-
-@contextmanager
-def _regular(path: Path) -> Iterator[BinaryIO]:
-    """``path`` opened for reading when it is a regular file; a symlink, a
-    FIFO or a directory is refused (PackageError), never followed or waited
-    on. FileNotFoundError when there is none."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        if os.path.islink(path):
-            raise PackageError(
-                f"{path} is a symlink (to {os.readlink(path)}); the harness "
-                f"reads and writes only the package's own files"
-            ) from None
-        raise PackageError(f"cannot read {path}: {exc.strerror}") from None
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        os.close(descriptor)
-        raise PackageError(
-            f"{path} is not a regular file; the harness reads and writes only "
-            f"the package's own files"
-        )
-    with os.fdopen(descriptor, "rb") as stream:
-        try:
-            yield stream
-        except OSError as exc:
-            raise PackageError(f"cannot read {path}: {exc.strerror}") from None
-
-
-def read_file(path: Path, limit: int | None = None) -> bytes:
-    """The bytes of a regular file (`_regular`); ValueError when it holds
-    more than ``limit`` bytes, FileNotFoundError when there is none."""
-    with _regular(path) as stream:
-        data = stream.read(-1 if limit is None else limit + 1)
-    if limit is not None and len(data) > limit:
-        raise ValueError(f"larger than {limit} bytes")
-    return data
-
-
-def file_digest(path: Path) -> str:
-    """sha256 of a regular file (`_regular`), "missing" when there is none."""
-    digest = hashlib.sha256()
-    try:
-        with _regular(path) as stream:
-            while chunk := stream.read(1 << 20):
-                digest.update(chunk)
-    except FileNotFoundError:
-        return "missing"
-    return digest.hexdigest()
-
-
-def plain_relative(path: str) -> bool:
-    """``path`` is relative, in plain parts: no ``..``, ``.``, empty part or NUL."""
-    return (
-        bool(path)
-        and not path.startswith("/")
-        and "\0" not in path
-        and all(part not in ("", ".", "..") for part in path.split("/"))
-    )
-
-
-def no_link_below(root: Path, relative: str, whose: str) -> Path:
-    """``root / relative``, refused when ``relative`` is not plain or when a
-    part of it below ``root`` is a symlink (it would read or write outside
-    what ``whose`` owns). What does not exist yet is not checked further."""
-    if not plain_relative(relative):
-        raise PackageError(
-            f"{relative!r} is not a plain path inside {root} (absolute, or with "
-            f"'..'); the harness reads and writes only the files of {whose}"
-        )
-    where = root
-    for part in relative.split("/"):
-        where = where / part
-        try:
-            mode = os.lstat(where).st_mode
-        except FileNotFoundError:
-            break
-        except OSError as exc:
-            raise PackageError(f"cannot read {where}: {exc.strerror}") from None
-        if stat.S_ISLNK(mode):
-            raise PackageError(
-                f"{where} is a symlink (to {os.readlink(where)}); the harness "
-                f"reads and writes only the files of {whose}, never through a "
-                f"link: reinstall it with pip"
-            )
-    return root / relative
 
 
 @dataclass(frozen=True)

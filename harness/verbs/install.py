@@ -36,19 +36,18 @@ def _install(args, target, located) -> int:
     """The install, under the installation lock: a receipt read here is not
     changed by another run before the files are written."""
     from harness.log import progress
-    from harness.series.installation import (
-        RECEIPT,
-        RESTART,
-        file_states,
-        install,
-        read_receipt,
-        receipt_dir,
-    )
+    from harness.series.installation import RESTART, install
     from harness.series.model import load_series
     from harness.series.overlay import (
         check_changes_only,
         prepare_overlay,
         touched_files,
+    )
+    from harness.series.receipt import (
+        RECEIPT,
+        file_states,
+        read_receipt,
+        receipt_dir,
     )
     from harness.trees.installed import check_recorded, check_release
 

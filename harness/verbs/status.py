@@ -29,9 +29,9 @@ def run(args) -> int:
 def _status(located) -> int:
     """What the receipt and RECORD say, under the installation lock (shared):
     never a package half-written by an install."""
-    from harness.series.installation import (
+    from harness.series.installation import RESTART
+    from harness.series.receipt import (
         RECEIPT,
-        RESTART,
         file_states,
         read_receipt,
         receipt_dir,
