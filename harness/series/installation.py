@@ -33,7 +33,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 from harness import scratch
@@ -160,8 +160,15 @@ def installation_lock(located: Located, shared: bool = False) -> Iterator[None]:
         if shared:
             yield
         else:
-            with scratch.directory(info, HOLDER) as note:
-                (note / HOLDER).write_text(_who() + "\n")
+            with ExitStack() as notes:
+                try:
+                    note = notes.enter_context(scratch.directory(info, HOLDER))
+                    (note / HOLDER).write_text(_who() + "\n")
+                except OSError as exc:
+                    raise PackageError(
+                        f"cannot write in {info}: {exc.strerror or exc}; the "
+                        f"series is put on and taken off only where it can be"
+                    ) from None
                 yield
     finally:
         del _held[info]

@@ -565,3 +565,24 @@ def test_a_python_answering_nonsense_is_one_line(site, tmp_path, capsys, answer,
     for verb in VERBS:
         line = refused_line(capsys, *verb, "--python", str(python))
         assert line == f"error: {python} {said}"
+
+
+def test_a_dist_info_the_lock_cannot_be_noted_in_is_one_line(
+    site, tmp_path, monkeypatch, capsys
+):
+    """A read-only .dist-info (root writes anyway: the write is refused here
+    by hand): the verb says so and writes nothing."""
+    from harness import scratch
+
+    def refused(parent, purpose):
+        raise PermissionError(13, "Permission denied", str(parent))
+
+    monkeypatch.setattr(scratch, "directory", refused)
+    before = snapshot(tmp_path)
+    for verb in (["install", "--target", "t"], ["uninstall"]):
+        line = refused_line(capsys, *verb)
+        assert line == (
+            f"error: cannot write in {site / INFO}: Permission denied; the series "
+            f"is put on and taken off only where it can be"
+        )
+    assert snapshot(tmp_path) == before
