@@ -17,13 +17,19 @@ the child; children read no terminal (their stdin is /dev/null). They run
 with GIT_OPTIONAL_LOCKS=0 (unless it is set): a git that only reads (status,
 diff) then takes no .git/index.lock for its optional index refresh, which a
 git ended with the harness would leave behind in the user's repository.
+
+A child the harness only asks something (another Python where its vllm is)
+runs with `run_bounded`: within a time and a byte bound on each of its
+outputs, ended (with its group) past either, with a line naming the bound.
 """
 
 import os
+import selectors
 import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
@@ -165,6 +171,80 @@ def run(
     ) as process:
         stdout, stderr = process.communicate(input)
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+class BoundExceeded(Exception):
+    """A child that `run_bounded` ended for running past one of its bounds;
+    the message names the program and the bound, ``bound`` which one
+    ("time", "stdout" or "stderr")."""
+
+    def __init__(self, message: str, bound: str):
+        super().__init__(message)
+        self.bound = bound
+
+
+def run_bounded(
+    command: list[str],
+    *,
+    timeout_s: float,
+    max_bytes: int,
+    cwd=None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
+    """Run ``command`` as `run` does (its own process group, no stdin, output
+    captured as text), within bounds: it must end within ``timeout_s``
+    seconds and write at most ``max_bytes`` bytes on each of stdout and
+    stderr. Past either, its whole group is killed and `BoundExceeded` says
+    which bound it hit; so a child that hangs or floods costs at most that
+    time and about twice that memory, never more."""
+    program = command[0]
+    deadline = time.monotonic() + timeout_s
+    with _child(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        streams = {process.stdout.fileno(): "stdout", process.stderr.fileno(): "stderr"}
+        read: dict[str, bytearray] = {name: bytearray() for name in streams.values()}
+        with selectors.DefaultSelector() as selector:
+            for descriptor in streams:
+                selector.register(descriptor, selectors.EVENT_READ)
+            while selector.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise _too_long(program, timeout_s)
+                for key, _ in selector.select(left):
+                    chunk = os.read(key.fd, 1 << 16)
+                    if not chunk:
+                        selector.unregister(key.fd)
+                        continue
+                    name = streams[key.fd]
+                    if len(read[name]) + len(chunk) > max_bytes:
+                        raise BoundExceeded(
+                            f"{program} wrote more than {max_bytes} bytes on "
+                            f"{name}; it was ended",
+                            name,
+                        )
+                    read[name] += chunk
+        try:
+            process.wait(timeout=max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            raise _too_long(program, timeout_s) from None
+        process.stdout.close()
+        process.stderr.close()
+    stdout, stderr = (
+        read[name].decode("utf-8", "surrogateescape") for name in ("stdout", "stderr")
+    )
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _too_long(program: str, timeout_s: float) -> BoundExceeded:
+    return BoundExceeded(
+        f"{program} did not finish within {timeout_s:g} s; it was ended", "time"
+    )
 
 
 def call(command: list[str], *, cwd=None, env: dict[str, str] | None = None) -> int:

@@ -13,67 +13,60 @@ The receipt lives with the distribution, in ``NAME.dist-info/kv-events-series/``
 sha256), the pristine files themselves, and a copy of RECORD. Its files are
 added to RECORD, so that ``pip uninstall`` (or a reinstall) removes them with
 the package; `uninstall` needs neither the tier nor the sdist, and restores
-RECORD byte for byte.
+RECORD byte for byte. The receipt is checked as data before anything in it
+is trusted (harness.series.receipt); one that RECORD lists but that is gone, or
+files of vllm/ that differ from RECORD with no receipt at all, are refused:
+nothing says what the released files were.
 
 Nothing half-done: the receipt is made whole in scratch space and renamed
 into place, each file is replaced by a rename, stop signals are held while
 files change, and an install interrupted or failing at any point puts every
-file, RECORD and the receipt back as they were before it ended. After a
-SIGKILL the receipt is there, and `status` and `uninstall` take it from there.
+file, RECORD and the receipt back as they were before it ended; an uninstall
+that cannot finish puts back what it had written, the series staying on with
+its receipt. After a SIGKILL the receipt is there, and `status` and
+`uninstall` take it from there.
 """
 
+import fcntl
 import json
 import os
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 from harness import scratch
 from harness.errors import PackageError
+from harness.log import progress
 from harness.processes import stop_signals_held
 from harness.series.overlay import Overlay, digest
-from harness.targets import Target
-from harness.trees.installed import (
-    Located,
-    check_recorded,
-    check_release,
-    file_digest,
-    read_record,
-    record_line,
+from harness.series.receipt import (
+    PRISTINE,
+    RECEIPT,
+    RECEIPT_DIR,
+    RECEIPT_MAX_BYTES,
+    RECORD_COPY,
+    Receipt,
+    read_receipt,
+    receipt_dir,
+    receipt_file,
+    record_mismatches,
 )
+from harness.targets import Target
+from harness.trees.installed import Located, check_recorded, check_release
+from harness.trees.package_files import file_digest, read_file, read_record, record_line
 
-RECEIPT_DIR = "kv-events-series"
-RECEIPT = "receipt.json"
-RECEIPT_KIND = "vllm-kv-events-series receipt"
-PRISTINE = "pristine"
-RECORD_COPY = "RECORD.orig"
 RESTART = (
     "restart the engine for this to take effect: a running vLLM keeps the "
     "files it imported"
 )
 
 
-@dataclass(frozen=True)
-class Receipt:
-    target: str
-    tier: str
-    release: str
-    distribution: str  # "NAME VERSION" it was put on
-    files: dict[str, dict[str, str]]  # path -> {"pristine": sha, "patched": sha}
-    record_sha256: str
-
-    def as_json(self) -> dict:
-        return {"kind": RECEIPT_KIND, **asdict(self)}
-
-
-def receipt_dir(located: Located) -> Path:
-    return located.dist.dist_info / RECEIPT_DIR
-
-
 def check_source(located: Located, overlay: Overlay) -> None:
     """Each installed file is the one the target's sdist holds."""
     for path in overlay.files:
-        where = located.dist.site / path
+        where = located.package_file(path)
         if file_digest(where) != digest(overlay.pristine[path]):
             raise PackageError(
                 f"{where} of {located.dist.describe()} is not the {path} of the "
@@ -82,32 +75,11 @@ def check_source(located: Located, overlay: Overlay) -> None:
             )
 
 
-# --------------------------------------------------------------------------
-# The receipt
-# --------------------------------------------------------------------------
-
-
-def read_receipt(located: Located) -> Receipt | None:
-    path = receipt_dir(located) / RECEIPT
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.pop("kind") != RECEIPT_KIND:
-            raise ValueError("not a receipt of this project")
-        return Receipt(**data)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise PackageError(
-            f"the receipt {path} cannot be read ({exc}); reinstall "
-            f"{located.dist.name}=={located.dist.version} with pip to start over"
-        ) from None
-
-
 def _write_receipt(located: Located, receipt: Receipt, overlay: Overlay) -> None:
     """The receipt directory, made whole and renamed into place, then RECORD
     extended with its files."""
     dist, info = located.dist, located.dist.dist_info
-    record = dist.record.read_bytes()
+    record = read_file(dist.record)
     with scratch.directory(info, "receipt") as work:
         (work / RECEIPT).write_text(json.dumps(receipt.as_json(), indent=1) + "\n")
         (work / RECORD_COPY).write_bytes(record)
@@ -127,9 +99,9 @@ def _write_receipt(located: Located, receipt: Receipt, overlay: Overlay) -> None
 
 def _remove_receipt(located: Located) -> None:
     """RECORD put back from its copy, then the receipt directory removed."""
-    copy = receipt_dir(located) / RECORD_COPY
+    copy = receipt_file(located, RECORD_COPY)
     if copy.is_file():
-        _replace_file(located.dist.record, copy.read_bytes())
+        _replace_file(located.dist.record, read_file(copy))
     if receipt_dir(located).exists():
         with scratch.directory(located.dist.dist_info, "receipt") as work:
             receipt_dir(located).rename(work / RECEIPT_DIR)
@@ -144,13 +116,93 @@ def _replace_file(path: Path, data: bytes) -> None:
 
 
 # --------------------------------------------------------------------------
+# One installation at a time
+# --------------------------------------------------------------------------
+
+HOLDER = "holder"
+_held: dict[Path, int] = {}  # .dist-info -> how many blocks of this run hold it
+
+
+@contextmanager
+def installation_lock(located: Located, shared: bool = False) -> Iterator[None]:
+    """Hold the distribution's installation lock while the block runs: a
+    flock on its .dist-info directory (which neither install nor uninstall
+    replaces). `install` and `uninstall` hold it exclusively, and say who
+    they are in a scratch note beside it; `status` holds it shared, so it
+    never reads a package half-written. A run that finds it held says so,
+    naming the holder, and waits. Held already by this run, it is taken
+    again at no cost (a verb holds it around `install`, which holds it too)."""
+    info = located.dist.dist_info
+    if info in _held:
+        _held[info] += 1
+        try:
+            yield
+        finally:
+            _held[info] -= 1
+        return
+    try:
+        descriptor = os.open(info, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise PackageError(f"cannot open {info}: {exc.strerror}") from None
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    _held[info] = 1
+    try:
+        try:
+            fcntl.flock(descriptor, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(
+                f"waiting for {located.dist.describe()}, which another run is "
+                f"installing or taking off ({_holder_of(info)})"
+            )
+            fcntl.flock(descriptor, mode)
+        except OSError as exc:
+            raise PackageError(f"cannot lock {info}: {exc.strerror}") from None
+        if shared:
+            yield
+        else:
+            with ExitStack() as notes:
+                try:
+                    note = notes.enter_context(scratch.directory(info, HOLDER))
+                    (note / HOLDER).write_text(_who() + "\n")
+                except OSError as exc:
+                    raise PackageError(
+                        f"cannot write in {info}: {exc.strerror or exc}; the "
+                        f"series is put on and taken off only where it can be"
+                    ) from None
+                yield
+    finally:
+        del _held[info]
+        os.close(descriptor)  # the lock goes with it
+
+
+def _who() -> str:
+    """This run, as a waiting one shows it."""
+    command = " ".join(["python -m harness", *sys.argv[1:]])[:300]
+    return f"pid {os.getpid()}, {command}, since {time.strftime('%H:%M:%S')}"
+
+
+def _holder_of(info: Path) -> str:
+    """Who holds the lock, from the note it left (a status run leaves none)."""
+    for note in info.glob(f"{scratch.PREFIX}{HOLDER}-*/{HOLDER}"):
+        with suppress(OSError, ValueError, PackageError):
+            return read_file(note, 1000).decode("utf-8", "replace").strip()[:300]
+    return "a status run, or one that has not said which"
+
+
+# --------------------------------------------------------------------------
 # Install, uninstall
 # --------------------------------------------------------------------------
 
 
 def install(located: Located, target: Target, overlay: Overlay) -> Receipt:
     """Put the overlay's patched files on the located package, with a receipt;
-    all of it, or (on any error or stop signal) nothing."""
+    all of it, or (on any error or stop signal) nothing. Under the
+    installation lock."""
+    with installation_lock(located):
+        return _install(located, target, overlay)
+
+
+def _install(located: Located, target: Target, overlay: Overlay) -> Receipt:
     if (earlier := read_receipt(located)) is not None:
         raise PackageError(
             f"target {earlier.target}'s {earlier.tier} tier is already on "
@@ -161,18 +213,18 @@ def install(located: Located, target: Target, overlay: Overlay) -> Receipt:
     check_recorded(located, overlay.files)
     check_source(located, overlay)
     receipt = make_receipt(located, overlay)
-    site = located.dist.site
     try:
         with stop_signals_held():
             _write_receipt(located, receipt, overlay)
             for path in overlay.files:
-                _replace_file(site / path, overlay.patched[path])
+                _replace_file(located.package_file(path), overlay.patched[path])
     except BaseException as exc:
         with stop_signals_held():
             _put_back(located, {path: overlay.pristine[path] for path in overlay.files})
         if isinstance(exc, OSError):
             raise PackageError(
-                f"cannot write {exc.filename or site}: {exc.strerror or exc}; "
+                f"cannot write {exc.filename or located.dist.site}: "
+                f"{exc.strerror or exc}; "
                 f"{located.dist.describe()} is as it was"
             ) from None
         raise
@@ -192,7 +244,7 @@ def make_receipt(located: Located, overlay: Overlay) -> Receipt:
             }
             for path in overlay.files
         },
-        record_sha256=digest(located.dist.record.read_bytes()),
+        record_sha256=digest(read_file(located.dist.record)),
     )
 
 
@@ -200,7 +252,7 @@ def _put_back(located: Located, pristine: dict[str, bytes]) -> None:
     """Every file to its pristine bytes, RECORD and the receipt as before.
     Only the receipt's own files are written: a file is pristine or patched."""
     for path, data in pristine.items():
-        where = located.dist.site / path
+        where = located.package_file(path)
         if file_digest(where) != digest(data):
             _replace_file(where, data)
     _remove_receipt(located)
@@ -208,14 +260,31 @@ def _put_back(located: Located, pristine: dict[str, bytes]) -> None:
 
 def uninstall(located: Located) -> Receipt | None:
     """Put back the released files the receipt holds; None when there is no
-    receipt (nothing installed)."""
+    receipt and every file of vllm/ is as RECORD says (nothing installed).
+    Files that differ from RECORD with no receipt to say why are refused:
+    nothing says what they were. Under the installation lock."""
+    with installation_lock(located):
+        return _uninstall(located)
+
+
+def _uninstall(located: Located) -> Receipt | None:
     receipt = read_receipt(located)
     if receipt is None:
+        checked, differing = record_mismatches(located)
+        if differing:
+            shown = ", ".join(differing[:3]) + (" ..." if len(differing) > 3 else "")
+            raise PackageError(
+                f"no receipt of the series is on {located.dist.describe()}, yet "
+                f"{len(differing)} of the {checked} files of vllm/ differ from "
+                f"RECORD ({shown}): patched with the receipt lost, or changed by "
+                f"hand; nothing says what to put back: reinstall "
+                f"{located.dist.name}=={located.dist.version} with pip"
+            )
         return None
-    backups = receipt_dir(located) / PRISTINE
     pristine = {}
     for path, digests in receipt.files.items():
-        where = located.dist.site / path
+        where = located.package_file(path)
+        backup = receipt_file(located, f"{PRISTINE}/{path}")
         if file_digest(where) not in (digests["pristine"], digests["patched"]):
             raise PackageError(
                 f"{where} changed after the series was installed (it is neither "
@@ -223,31 +292,77 @@ def uninstall(located: Located) -> Receipt | None:
                 f"{located.dist.name}=={located.dist.version} with pip"
             )
         try:
-            pristine[path] = (backups / path).read_bytes()
-        except OSError:
+            pristine[path] = read_file(backup, RECEIPT_MAX_BYTES << 6)
+        except (FileNotFoundError, ValueError):
             pristine[path] = b""
         if digest(pristine[path]) != digests["pristine"]:
             raise PackageError(
-                f"the receipt's copy of the released {path} ({backups / path}) is "
+                f"the receipt's copy of the released {path} ({backup}) is "
                 f"missing or damaged; reinstall {located.dist.name}=="
                 f"{located.dist.version} with pip"
             )
-    copy = receipt_dir(located) / RECORD_COPY
+    copy = receipt_file(located, RECORD_COPY)
     if not copy.is_file() or file_digest(copy) != receipt.record_sha256:
         raise PackageError(
             f"the receipt's copy of RECORD ({copy}) is missing or damaged; "
             f"reinstall {located.dist.name}=={located.dist.version} with pip"
         )
-    try:
-        with stop_signals_held():
-            _put_back(located, pristine)
-    except OSError as exc:
-        raise PackageError(
-            f"cannot write {exc.filename or located.dist.site}: "
-            f"{exc.strerror or exc}; the receipt is kept: uninstall again once "
-            f"it can be written"
-        ) from None
+    recorded = read_record(copy)
+    for path, digests in receipt.files.items():
+        if recorded.get(path) != digests["pristine"]:
+            raise PackageError(
+                f"the receipt's released {path} is not the file the wheel "
+                f"installed (its copy of RECORD says otherwise); reinstall "
+                f"{located.dist.name}=={located.dist.version} with pip"
+            )
+    with stop_signals_held():
+        _take_off(located, pristine)
     return receipt
+
+
+def _take_off(located: Located, pristine: dict[str, bytes]) -> None:
+    """Every file to its released bytes, then RECORD and the receipt as
+    before the install: all of it, or, on any error, nothing. What was
+    already written is put back as it was found, and the error says so."""
+    record = read_file(located.dist.record)
+    written: list[tuple[Path, bytes]] = []  # each file written, as it was
+    try:
+        for path, data in pristine.items():
+            where = located.package_file(path)
+            if file_digest(where) != digest(data):
+                found = read_file(where)
+                _replace_file(where, data)
+                written.append((where, found))
+        _remove_receipt(located)
+    except BaseException as exc:
+        undone = _undo(located, written, record)
+        if not isinstance(exc, OSError):
+            raise
+        cause = (
+            f"cannot write {exc.filename or located.dist.site}: {exc.strerror or exc}"
+        )
+        if undone is not None:
+            raise PackageError(
+                f"{cause}; nor could what was already written be put back "
+                f"({undone}): python -m harness status says which file is which"
+            ) from None
+        raise PackageError(
+            f"{cause}; {located.dist.describe()} is as it was, the series on "
+            f"it with its receipt: uninstall again once it can be written"
+        ) from None
+
+
+def _undo(located: Located, written: list[tuple[Path, bytes]], record: bytes):
+    """The files written and RECORD put back as they were found; None when
+    that worked, else what could not be written."""
+    try:
+        for where, found in reversed(written):
+            _replace_file(where, found)
+        if read_file(located.dist.record) != record:
+            _replace_file(located.dist.record, record)
+    except OSError as exc:
+        return f"{exc.filename or located.dist.site}: {exc.strerror or exc}"
+    return None
 
 
 @contextmanager
@@ -258,27 +373,3 @@ def installed_series(located: Located, target: Target, overlay: Overlay):
         yield
     finally:
         uninstall(located)
-
-
-def file_states(located: Located, receipt: Receipt) -> dict[str, str]:
-    """Path -> "patched", "released" or "changed" for each file of the receipt."""
-    states = {}
-    for path, digests in receipt.files.items():
-        actual = file_digest(located.dist.site / path)
-        states[path] = {
-            digests["patched"]: "patched",
-            digests["pristine"]: "released",
-        }.get(actual, "changed")
-    return states
-
-
-def record_mismatches(located: Located) -> tuple[int, list[str]]:
-    """(files checked, paths whose sha256 is not RECORD's) over vllm/."""
-    checked, differing = 0, []
-    for path, recorded in read_record(located.dist.record).items():
-        if recorded is None or not path.startswith("vllm/"):
-            continue
-        checked += 1
-        if file_digest(located.dist.site / path) != recorded:
-            differing.append(path)
-    return checked, differing

