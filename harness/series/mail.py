@@ -24,6 +24,7 @@ are harness.scratch directories: removed on an error or a stop signal, and
 swept by the next export when a SIGKILL left them.
 """
 
+import os
 import re
 import shutil
 import tempfile
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
-from harness import scratch
+from harness import cache, scratch
 from harness.errors import ExportError, OutputError
 from harness.log import progress
 from harness.series import (
@@ -93,8 +94,7 @@ def export_series(
     (harness.series.discussion) to out, which must not exist. ``patches``
     (first, last; 1-based, last None for the end) exports that part of the
     tier's series, on top of the patches before it."""
-    if out.exists() or out.is_symlink():
-        raise OutputError(f"{out} already exists; remove it or choose another")
+    out = checked_out(out)
     release = target.source.release_name()
     if run_fail_before_fix:
         require_pytest(target.name, release)
@@ -104,8 +104,10 @@ def export_series(
     first, last = patch_range(patches, series)
     verdict, verdict_path, warnings = find_verdict(target, tier, series, verdict_path)
     pristine = pristine_tree(target)
+    refuse_inside(out, pristine, f"the pristine tree of target {target.name}")
     if run_fail_before_fix:
         require_test_environment(pristine, target.name, release)
+    progress(f"measuring BlockStored on the wire with {release}'s kv_events.py")
     wire = wire_header.measure(pristine, release)
     with ExitStack() as stack:
         stage = _stage_next_to(out, stack)
@@ -131,6 +133,7 @@ def export_series(
         warnings += submission_warnings(submission)
         warnings += comparison_warnings(submission.upstream, series)
         mails = stage / out.name
+        progress(f"writing the mails and {PR_BODY}")
         format_patches(repo, base, start, mails, submitter)
         fill_cover_letter(
             mails / "0000-cover-letter.patch",
@@ -151,6 +154,30 @@ def export_series(
             raise OutputError(f"cannot write {out}: {exc.strerror or exc}") from None
     progress(f"{PR_BODY} follows {template_source}")
     return Export(sorted(out.iterdir()), submission, warnings, left)
+
+
+def checked_out(out: Path) -> Path:
+    """``out`` as an absolute path (git runs in the scratch repository, so a
+    relative one would land there), refused with one line where it exists
+    or lies inside the harness cache, whose trees nothing writes into."""
+    out = Path(os.path.abspath(out))
+    if out.exists() or out.is_symlink():
+        raise OutputError(f"{out} already exists; remove it or choose another")
+    refuse_inside(out, cache.root(), "the harness cache")
+    return out
+
+
+def refuse_inside(out: Path, directory: Path, what: str) -> None:
+    """One line where ``out`` (links resolved) lies inside ``directory``."""
+    try:
+        inside = out.resolve().is_relative_to(directory.resolve())
+    except (OSError, RuntimeError):  # a link loop: the mkdir next says so
+        return
+    if inside:
+        raise OutputError(
+            f"--out {out} lies inside {what} ({directory}), which the harness "
+            "reads and never writes into; choose a directory outside it"
+        )
 
 
 def _subject(repo: Path, commit: str) -> str:
@@ -193,6 +220,7 @@ def commit_pristine(target: Target, pristine: Path, repo: Path) -> str:
         )
     except OSError as exc:  # shutil.Error too: a disk that fills up, say
         raise OutputError(f"cannot copy the pristine tree to {repo}: {exc}") from None
+    progress(f"committing it in a scratch repository ({repo.parent})")
     git(repo, "init", "--quiet", f"--initial-branch={BRANCH}")
     # --force: the tree's own .gitignore must not keep files out of the base.
     git(repo, "add", "--all", "--force", ".")

@@ -176,9 +176,14 @@ def patch_range(
     first, last = patches or (1, None)
     last = count if last is None else last
     if not 1 <= first <= last <= count:
+        asked = str(first) if first == last else f"{first}-{last}"
+        held = ", ".join(
+            f"{number} {entry.patch}" for number, entry in enumerate(series.entries, 1)
+        )
         raise ExportError(
-            f"--patches {first}-{last}: {series.series_file} lists {count} "
-            f"patches; give a range within 1-{count}"
+            f"--patches {asked}: {series.series_file.name} lists {count} "
+            f"patch{'es' if count > 1 else ''} ({held}); give a range within "
+            f"1-{count}, numbered as the series file lists them"
         )
     return first, last
 

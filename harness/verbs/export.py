@@ -1,5 +1,6 @@
 """`export`: the series as mails and a pull-request body for upstream submission."""
 
+import os
 import shlex
 from pathlib import Path
 
@@ -89,20 +90,22 @@ def run(args) -> int:
     require_program("git", "export commits and formats the series with it")
     submitter = resolve_submitter(args.submitter)
     target = get_target(args.target)
+    # Absolute before any work: git runs in a scratch repository elsewhere.
+    out = Path(os.path.abspath(args.out))
     progress(f"submitting as {submitter}")
     export = export_series(
         target,
         args.tier,
-        args.out,
+        out,
         submitter,
         args.verdict,
         args.fail_before_fix,
         args.patches,
     )
-    print(f"wrote {len(export.files)} files to {args.out}:")
+    print(f"wrote {len(export.files)} files to {out}:")
     for path in export.files:
         print(f"  {path.name}")
-    title, body = export.submission.title, args.out / "pr-body.md"
+    title, body = export.submission.title, out / "pr-body.md"
     print(
         f"pull request: gh pr create --repo vllm-project/vllm --title "
         f"{shlex.quote(title)} --body-file {shlex.quote(str(body))}"

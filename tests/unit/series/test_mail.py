@@ -424,7 +424,12 @@ def test_a_range_outside_the_series_is_refused_before_any_work(
     code = export(tmp_path / "out", "--tier", "strict", "--patches", patches)
     assert code == ExportError.exit_code
     err = capsys.readouterr().err
-    assert "lists 3 patches; give a range within 1-3" in err.splitlines()[-1]
+    assert err.splitlines()[-1] == (
+        f"error: --patches {patches}: series.strict lists 3 patches (1 "
+        "0001-report-the-parent.patch, 2 0002-add-module.patch, 3 "
+        "0003-drop-old.patch); give a range within 1-3, numbered as the series "
+        "file lists them"
+    )
     assert "harness: copying" not in err
     assert not (tmp_path / "out").exists()
 
