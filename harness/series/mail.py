@@ -44,7 +44,7 @@ from harness.series import (
     wire_header,
 )
 from harness.series.discussion import issue_comment
-from harness.series.evidence import fail_before_fix, patch_tests
+from harness.series.evidence import fail_before_fix, patch_tests, test_functions
 from harness.series.evidence_env import require_pytest, require_test_environment
 from harness.series.gitrepo import BASE_COMMIT_DATE, BRANCH, git, message
 from harness.series.model import Series, load_series
@@ -89,11 +89,13 @@ def export_series(
     verdict_path: Path | None = None,
     run_fail_before_fix: bool = True,
     patches: tuple[int, int | None] | None = None,
+    alone: bool | None = None,
 ) -> Export:
     """Write the mails, pr-body.md and the texts to post before it
     (harness.series.discussion) to out, which must not exist. ``patches``
     (first, last; 1-based, last None for the end) exports that part of the
-    tier's series, on top of the patches before it."""
+    tier's series: ``alone``, committed straight onto the pristine tree,
+    else on top of the patches before it (None: alone for a single patch)."""
     out = checked_out(out)
     release = target.source.release_name()
     if run_fail_before_fix:
@@ -102,7 +104,12 @@ def export_series(
     if not series.entries:
         raise ExportError(f"{series.series_file} lists no patches; nothing to export")
     first, last = patch_range(patches, series)
+    alone = first == last if alone is None else alone
+    part = series_part(first, last, series, alone)
     verdict, verdict_path, warnings = find_verdict(target, tier, series, verdict_path)
+    if part is not None:
+        # The verdict measured the whole series' tree, not this branch's.
+        verdict, verdict_path, warnings = None, None, []
     pristine = pristine_tree(target)
     refuse_inside(out, pristine, f"the pristine tree of target {target.name}")
     if run_fail_before_fix:
@@ -113,15 +120,18 @@ def export_series(
         stage = _stage_next_to(out, stack)
         repo = _scratch_tree(stack)
         base = commit_pristine(target, pristine, repo)
-        commits = apply_as_commits(repo, series, submitter, last)
-        start = commits[first - 2] if first > 1 else base
-        ours = commits[first - 1 :]
-        subjects = [_subject(repo, commit) for commit in commits]
+        skipped = first - 1 if alone else 0
+        commits = apply_as_commits(repo, series, submitter, last, skipped)
+        start = base if alone or first == 1 else commits[first - 2]
+        ours = commits[first - 1 - skipped :]
         submission = replace(
             _submission(target, tier, submitter, repo, ours, run_fail_before_fix),
             verdict=verdict,
             verdict_path=verdict_path,
-            part=series_part(first, last, series, subjects),
+            part=part,
+            validation_tests=validation_tests(
+                repo, target.selection((verdict or {}).get("selection", "ci")), ours
+            ),
             wire=wire,
             changed_lines=changed_lines_outside_tests(repo, start, BRANCH),
             changed_lines_per_commit=tuple(
@@ -142,7 +152,9 @@ def export_series(
         )
         template, template_source = pr_template.read_template(repo)
         body, left = pr_body.render(template, submission)
-        texts = {PR_BODY: body, discussion.ISSUE_COMMENT: issue_comment(submission)}
+        texts = {PR_BODY: body}
+        if submission.about_issue:
+            texts[discussion.ISSUE_COMMENT] = issue_comment(submission)
         if pr_body.needs_rfc(submission):
             sections = discussion.rfc_sections(repo)
             texts[discussion.RFC_ISSUE] = discussion.rfc_issue(submission, sections)
@@ -237,13 +249,19 @@ def commit_pristine(target: Target, pristine: Path, repo: Path) -> str:
 
 
 def apply_as_commits(
-    repo: Path, series: Series, submitter: Identity, last: int | None = None
+    repo: Path,
+    series: Series,
+    submitter: Identity,
+    last: int | None = None,
+    skipped: int = 0,
 ) -> list[str]:
     """`git am --keep-non-patch` every patch of the series up to ``last``,
-    each made the submitter's (author and last sign-off); return the
-    commits."""
+    leaving out the first ``skipped``, each made the submitter's (author and
+    last sign-off); return the commits."""
     commits = []
     for number, entry in enumerate(series.entries[:last], 1):
+        if number <= skipped:
+            continue
         progress(f"git am [{number}/{len(series.entries)}] {entry.patch}")
         try:
             git(
@@ -256,6 +274,13 @@ def apply_as_commits(
                 str(series.patch_path(entry).resolve()),
             )
         except ExportError as exc:
+            if skipped:
+                raise ExportError(
+                    f"patch {number} of {series.series_file.name} ({entry.patch}) "
+                    f"does not apply to the pristine tree without the "
+                    f"patch{'es' if skipped > 1 else ''} before it; export it "
+                    "with --stacked, on top of them"
+                ) from None
             raise ExportError(
                 f"patch {entry.patch} from {series.series_file} does not go in "
                 f"with git am --keep-non-patch: {exc}"
@@ -303,6 +328,37 @@ def _submission(
         tests=tuple(patch_tests(repo, commit) for commit in commits),
         evidence=tuple(evidence) if evidence is not None else None,
     )
+
+
+def validation_tests(
+    repo: Path, selection: tuple[str, ...], commits: list[str]
+) -> tuple[str, ...]:
+    """The tests the Validation command names: those of the selection that
+    the exported branch holds (a test another patch adds is left out, or
+    pytest would collect nothing), then each commit's own tests in a file the
+    selection does not name."""
+    kept = [test for test in selection if _on_branch(repo, test)]
+    files = {test.split("::", 1)[0] for test in kept}
+    for commit in commits:
+        for test in patch_tests(repo, commit).node_ids:
+            if test.split("::", 1)[0] not in files and test not in kept:
+                kept.append(test)
+    return tuple(kept)
+
+
+def _on_branch(repo: Path, test: str) -> bool:
+    """Whether the branch holds ``test`` (a path, or path::name[params])."""
+    path, _, name = test.partition("::")
+    try:
+        text = git(repo, "show", f"{BRANCH}:{path}")
+    except ExportError:
+        return False
+    if not name:
+        return True
+    try:
+        return name.split("[", 1)[0] in test_functions(text)
+    except SyntaxError:
+        return False
 
 
 def changed_lines_outside_tests(repo: Path, since: str, until: str) -> int:

@@ -371,7 +371,8 @@ def test_a_part_of_the_series_goes_on_top_of_the_patches_before_it(
 ):
     target = make_target(tmp_path, monkeypatch)
     assert export(tmp_path / "first", "--tier", "strict", "--patches", "1-2") == 0
-    assert export(tmp_path / "second", "--tier", "strict", "--patches", "3") == 0
+    second = ["--tier", "strict", "--patches", "3", "--stacked"]
+    assert export(tmp_path / "second", *second) == 0
     first, second = patches_in(tmp_path / "first"), patches_in(tmp_path / "second")
     assert len(first) == 3 and len(second) == 2  # with their cover letters
 
