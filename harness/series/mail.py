@@ -138,10 +138,11 @@ def export_series(
                 changed_lines_outside_tests(repo, f"{commit}~1", commit)
                 for commit in ours
             ),
-            upstream=upstream_designs.load(target.name),
         )
+        upstream, left_out = measured_comparison(target.name, series, part is None)
+        submission = replace(submission, upstream=upstream)
         warnings += submission_warnings(submission)
-        warnings += comparison_warnings(submission.upstream, series)
+        warnings += left_out
         mails = stage / out.name
         progress(f"writing the mails and {PR_BODY}")
         format_patches(repo, base, start, mails, submitter)
@@ -406,15 +407,25 @@ def submission_warnings(sub: Submission) -> list[str]:
     return warnings
 
 
-def comparison_warnings(upstream: dict | None, series: Series) -> list[str]:
-    """The comparison with upstream's design is of the series it was
-    measured at: say so when that is not this checkout's."""
-    revision = str((upstream or {}).get("revision", ""))
-    if not upstream or not (other := another_series(revision, series)):
-        return []
-    return [
-        f"{upstream_designs.RESULTS} was measured at {revision}, {other}; rerun "
-        "benchmarks/upstream_designs.py (docs/upstream-designs.md)"
+def measured_comparison(
+    target: str, series: Series, whole: bool
+) -> tuple[dict | None, list[str]]:
+    """The comparison with upstream's design, where it measured the tree this
+    export makes: the tier's whole series, at a revision whose series file
+    and patches are this checkout's. Otherwise it is left out of every text
+    (None), with a warning where it was measured at another revision."""
+    upstream = upstream_designs.load(target)
+    if upstream is None or not whole:
+        return None, []
+    revision = str(upstream.get("revision", ""))
+    if not re.fullmatch(r"[0-9a-f]{7,40}", revision.removesuffix("-dirty")):
+        other = "which names no commit"
+    elif not (other := another_series(revision, series)):
+        return upstream, []
+    return None, [
+        f"{upstream_designs.RESULTS} was measured at {revision}, {other}: the "
+        "comparison with upstream's design is left out; rerun "
+        "benchmarks/upstream_designs.py (docs/upstream-designs.md) to quote it"
     ]
 
 

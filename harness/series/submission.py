@@ -306,10 +306,12 @@ def find_verdict(
         )
     revision = verdict.get("provenance", {}).get("revision", "")
     if other := another_series(revision, series):
+        # Nothing measured on another series goes into a text.
         warnings.append(
             f"the verdict {verdict_path} was taken at revision {revision}, {other}: "
-            f"it may be a verdict of another series; rerun {rerun}"
+            f"it may be a verdict of another series and is left out; rerun {rerun}"
         )
+        return None, None, warnings
     return verdict, verdict_path, warnings
 
 
