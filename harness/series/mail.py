@@ -280,7 +280,7 @@ def apply_as_commits(
                     f"patch {number} of {series.series_file.name} ({entry.patch}) "
                     f"does not apply to the pristine tree without the "
                     f"patch{'es' if skipped > 1 else ''} before it; export it "
-                    "with --stacked, on top of them"
+                    f"with --stacked, on top of {'them' if skipped > 1 else 'it'}"
                 ) from None
             raise ExportError(
                 f"patch {entry.patch} from {series.series_file} does not go in "

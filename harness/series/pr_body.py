@@ -144,6 +144,8 @@ def _message_markdown(message: str) -> str:
         if all(line.startswith("  ") for line in lines):
             indent = min(len(line) - len(line.lstrip()) for line in lines)
             paragraph = "```\n" + "\n".join(line[indent:] for line in lines) + "\n```"
+        else:  # a pull request's description breaks a line where it has one
+            paragraph = " ".join(line.strip() for line in lines)
         kept.append(paragraph)
     return "\n\n".join(kept)
 
@@ -163,9 +165,7 @@ def part_note(sub: Submission) -> str:
             "other commit of the series."
         ]
         if others:
-            said.append(
-                "The others are pull requests of their own: " + "; ".join(others) + "."
-            )
+            said.append("The series' other commits: " + "; ".join(others) + ".")
         return " ".join(said)
     said = [
         f"This PR holds {commits_named(part.first, part.last)} of a series of "

@@ -17,9 +17,14 @@ from support.export import (
     write_verdict,
 )
 from support.trees import diff
+from support.trees import make_target as tiny_target
 
 from harness import cache
 from harness.errors import ExportError
+from harness.series import pr_body
+from harness.series.submission import Part, Submission
+from harness.series.submitter import parse_identity
+from harness.targets import PathSource
 
 
 @pytest.fixture
@@ -152,3 +157,33 @@ def test_a_patch_that_needs_an_earlier_one_is_refused_alone_in_one_line(
     # stacked, it goes in
     assert export(out, "--tier", "strict", "--patches", "4", "--stacked") == 0
     assert "prerequisite-patch-id:" in read(out, "0000-cover-letter.patch")
+
+
+def test_a_commits_message_becomes_markdown_a_reviewer_reads(tmp_path):
+    message = (
+        "[Core] Do it\n\nThe first line of a paragraph\nwrapped at 72 columns.\n\n"
+        "  before: A\n    after: B\n\nFixes #123\n\n"
+        "Co-authored-by: Claude <noreply@anthropic.com>\n"
+        "Signed-off-by: Jane Doe <jane@doe.name>\n"
+    )
+    sub = Submission(
+        target=tiny_target(PathSource(tmp_path)),
+        tier="strict",
+        submitter=parse_identity("Jane Doe <jane@doe.name>"),
+        subjects=("[Core] Do it",),
+        messages=(message,),
+        tests=(),
+        evidence=None,
+        part=Part(2, 2, 3, ("[A] One",), ("[B] Three",), alone=True),
+    )
+    assert pr_body.own_text(sub) == (
+        "The first line of a paragraph wrapped at 72 columns.\n\n"
+        "```\nbefore: A\n  after: B\n```"
+    )
+    release = sub.target.source.release_name()
+    assert pr_body.part_note(sub) == (
+        f"This PR holds commit 2 of a series of 3, and applies to {release} "
+        "on its own: it needs no other commit of the series. The series' other "
+        "commits: [A] One; [B] Three."
+    )
+    assert sub.fixes == frozenset()  # a part claims no class of the tier's
