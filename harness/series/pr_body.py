@@ -143,7 +143,11 @@ def _message_markdown(message: str) -> str:
             continue
         if all(line.startswith("  ") for line in lines):
             indent = min(len(line) - len(line.lstrip()) for line in lines)
-            paragraph = "```\n" + "\n".join(line[indent:] for line in lines) + "\n```"
+            example = "\n".join(line[indent:] for line in lines)
+            if kept and kept[-1].endswith("\n```"):  # one block for one example
+                kept[-1] = f"{kept[-1][:-3]}\n{example}\n```"
+                continue
+            paragraph = f"```\n{example}\n```"
         else:  # a pull request's description breaks a line where it has one
             paragraph = " ".join(line.strip() for line in lines)
         kept.append(paragraph)
@@ -344,8 +348,8 @@ def duplicate_check(sub: Submission) -> str:
     if not sub.about_issue:
         return (
             "**Duplicate-work check** (AGENTS.md): the record of related pull "
-            f"requests is kept for #{ISSUE}, which this change does not "
-            "address; the open pull requests that touch what it changes are "
+            f"requests is kept for #{ISSUE}, which this change's commits do not "
+            "name; the open pull requests that touch what it changes are "
             "searched by the submitter before it is opened."
         )
     commands = "\n".join(CHECK_COMMANDS)

@@ -162,7 +162,7 @@ def test_a_patch_that_needs_an_earlier_one_is_refused_alone_in_one_line(
 def test_a_commits_message_becomes_markdown_a_reviewer_reads(tmp_path):
     message = (
         "[Core] Do it\n\nThe first line of a paragraph\nwrapped at 72 columns.\n\n"
-        "  before: A\n    after: B\n\nFixes #123\n\n"
+        "  An example:\n\n  before: A\n    after: B\n\nFixes #123\n\n"
         "Co-authored-by: Claude <noreply@anthropic.com>\n"
         "Signed-off-by: Jane Doe <jane@doe.name>\n"
     )
@@ -178,7 +178,7 @@ def test_a_commits_message_becomes_markdown_a_reviewer_reads(tmp_path):
     )
     assert pr_body.own_text(sub) == (
         "The first line of a paragraph wrapped at 72 columns.\n\n"
-        "```\nbefore: A\n  after: B\n```"
+        "```\nAn example:\n\nbefore: A\n  after: B\n```"
     )
     release = sub.target.source.release_name()
     assert pr_body.part_note(sub) == (
