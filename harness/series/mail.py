@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
-from harness import cache, scratch
+from harness import cache, checkout, processes, scratch
 from harness.errors import ExportError, OutputError
 from harness.log import progress
 from harness.series import (
@@ -418,10 +418,17 @@ def measured_comparison(
     if upstream is None or not whole:
         return None, []
     revision = str(upstream.get("revision", ""))
-    if not re.fullmatch(r"[0-9a-f]{7,40}", revision.removesuffix("-dirty")):
+    commit = revision.removesuffix("-dirty")
+    if not re.fullmatch(r"[0-9a-f]{7,40}", commit):
         other = "which names no commit"
     elif not (other := another_series(revision, series)):
-        return upstream, []
+        inputs = ["git", "diff", "--quiet", commit, "--", *upstream_designs.INPUTS]
+        if not processes.run(inputs, cwd=checkout.root()).returncode:
+            return upstream, []
+        other = (
+            "whose benchmark, upstream's design or stream checker differ from "
+            "this checkout's"
+        )
     return None, [
         f"{upstream_designs.RESULTS} was measured at {revision}, {other}: the "
         "comparison with upstream's design is left out; rerun "

@@ -18,6 +18,17 @@ from harness import checkout
 from harness.series import pr_prose
 
 RESULTS = Path("benchmarks") / "results" / "upstream-designs.json"
+# What the figures depend on besides the series, in the checkout: the
+# benchmark, upstream's design as a patch, and the code that replays, checks
+# and routes the streams. Changed since the revision measured, the figures
+# are another measurement's.
+INPUTS = (
+    "benchmarks/upstream_designs.py",
+    "patches/alternatives",
+    "harness/contract",
+    "harness/consumers",
+    "harness/runs",
+)
 BASELINE, UPSTREAM = "pristine", "upstream"
 CONSUMERS = ("ignoring", "reading")
 

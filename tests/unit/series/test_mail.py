@@ -516,6 +516,7 @@ def test_the_comparison_is_quoted_only_where_it_measured_this_tree(
     tmp_path, monkeypatch, cache, capsys
 ):
     make_target(tmp_path, monkeypatch)
+    write_tree(tmp_path / "patches" / "alternatives", {"up.patch": "upstream\n"})
     git(tmp_path, "init", "--quiet")
     git(tmp_path, "add", "--all", ".")
     git(tmp_path, "commit", "--quiet", "-m", "the series")
@@ -543,6 +544,19 @@ def test_the_comparison_is_quoted_only_where_it_measured_this_tree(
     assert quoted("same") == (True, [])
     # a part's tree is not the tier's: never quoted, nothing to warn of
     assert quoted("part", "--tier", "strict", "--patches", "1") == (False, [])
+    alternative = tmp_path / "patches" / "alternatives" / "up.patch"
+    alternative.write_text("upstream, revised\n")
+    assert quoted("revised") == (
+        False,
+        [
+            f"warning: benchmarks/results/upstream-designs.json was measured at "
+            f"{revision}, whose benchmark, upstream's design or stream checker "
+            "differ from this checkout's: the comparison with upstream's design "
+            "is left out; rerun benchmarks/upstream_designs.py "
+            "(docs/upstream-designs.md) to quote it"
+        ],
+    )
+    alternative.write_text("upstream\n")
     patch = tmp_path / "patches" / "0002-add-module.patch"
     patch.write_text(patch.read_text().replace("A new module.", "A module."))
     assert quoted("changed") == (
