@@ -3,7 +3,8 @@
 
 The pristine tree is committed into a scratch git repository ("vLLM X
 pristine", with a fixed identity and date so that its id is the same on every
-machine; harness.series.gitrepo), and each patch of the tier is applied as a
+machine; harness.series.gitrepo, harness.series.commits), and each patch of
+the tier is applied as a
 commit with `git am --keep-non-patch` (plain `git am` would strip the
 upstream tags such as [Bugfix][KV Events] from the subjects), then made the
 submitter's: their authorship and sign-off (harness.series.submitter). Each
@@ -12,12 +13,17 @@ patch's tests are run without and with its fix (harness.series.evidence).
 cover letter and pr-body.md carry the same text (harness.series.pr_body),
 written from the same facts (harness.series.submission).
 
-Everything is checked before any work: the output directory can be made,
-the series reads, the range of patches asked for is in it, the verdict is
-one, and (for the fail-before-fix runs) pytest and the tree's test
-requirements are installed (harness.series.evidence_env). A part of the
-series (`--patches`) is committed on top of the patches before it, and its
-mails name those as prerequisites. The output directory appears complete
+Everything is checked before any work: the output directory can be made
+and lies outside the harness cache and the pristine tree, the series reads,
+the range of patches asked for is in it, the verdict is one, and (for the
+fail-before-fix runs) pytest and the tree's test requirements are installed
+(harness.series.evidence_env). A part of the series (`--patches`) is
+committed straight onto the pristine tree (a single patch, or `--alone`) or
+on top of the patches before it, whose mails it then names as
+prerequisites; its texts quote only what was measured on its own branch
+(harness.series.pr_part), never the tier's verdict or the comparison with
+upstream's design, which are quoted only where they measured this tree.
+The output directory appears complete
 or not at all: it is staged next to itself and renamed into place. The
 scratch repository (a copy of the pristine tree) and the staging directory
 are harness.scratch directories: removed on an error or a stop signal, and
@@ -26,7 +32,6 @@ swept by the next export when a SIGKILL left them.
 
 import os
 import re
-import shutil
 import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -43,10 +48,17 @@ from harness.series import (
     upstream_designs,
     wire_header,
 )
+from harness.series.commits import (
+    apply_as_commits,
+    changed_lines_outside_tests,
+    commit_pristine,
+    format_patches,
+    validation_tests,
+)
 from harness.series.discussion import issue_comment
-from harness.series.evidence import fail_before_fix, patch_tests, test_functions
+from harness.series.evidence import fail_before_fix, patch_tests
 from harness.series.evidence_env import require_pytest, require_test_environment
-from harness.series.gitrepo import BASE_COMMIT_DATE, BRANCH, git, message
+from harness.series.gitrepo import BRANCH, git, message
 from harness.series.model import Series, load_series
 from harness.series.related_work import STALE_AFTER_DAYS, related_work_age
 from harness.series.submission import (
@@ -57,14 +69,13 @@ from harness.series.submission import (
     patch_range,
     series_part,
 )
-from harness.series.submitter import Identity, parse_identity, signed_message
+from harness.series.submitter import Identity
 from harness.targets import Target
 from harness.trees.sources import pristine_tree
 
 PR_BODY = "pr-body.md"
 # The purpose its scratch directories are named after (harness.scratch).
 SCRATCH = "export"
-SIGNED_OFF_LINE = re.compile(r"^Signed-off-by: .+ <[^>]+@[^>]+>\s*$", re.MULTILINE)
 
 
 @dataclass
@@ -224,92 +235,6 @@ def _scratch_tree(stack: ExitStack) -> Path:
         ) from None
 
 
-def commit_pristine(target: Target, pristine: Path, repo: Path) -> str:
-    """Copy the pristine tree into repo and commit it; return the commit id."""
-    progress(f"copying the pristine tree of {target.name} ({pristine})")
-    try:
-        shutil.copytree(
-            pristine, repo, symlinks=True, ignore=shutil.ignore_patterns(".git")
-        )
-    except OSError as exc:  # shutil.Error too: a disk that fills up, say
-        raise OutputError(f"cannot copy the pristine tree to {repo}: {exc}") from None
-    progress(f"committing it in a scratch repository ({repo.parent})")
-    git(repo, "init", "--quiet", f"--initial-branch={BRANCH}")
-    # --force: the tree's own .gitignore must not keep files out of the base.
-    git(repo, "add", "--all", "--force", ".")
-    fixed_date = {
-        "GIT_AUTHOR_DATE": BASE_COMMIT_DATE,
-        "GIT_COMMITTER_DATE": BASE_COMMIT_DATE,
-    }
-    text = (
-        f"{target.source.release_name()} pristine\n\n"
-        f"Unpacked from {target.source.describe()}.\n"
-    )
-    git(repo, "commit", "--quiet", "--no-verify", "-m", text, env=fixed_date)
-    return git(repo, "rev-parse", "HEAD").strip()
-
-
-def apply_as_commits(
-    repo: Path,
-    series: Series,
-    submitter: Identity,
-    last: int | None = None,
-    skipped: int = 0,
-) -> list[str]:
-    """`git am --keep-non-patch` every patch of the series up to ``last``,
-    leaving out the first ``skipped``, each made the submitter's (author and
-    last sign-off); return the commits."""
-    commits = []
-    for number, entry in enumerate(series.entries[:last], 1):
-        if number <= skipped:
-            continue
-        progress(f"git am [{number}/{len(series.entries)}] {entry.patch}")
-        try:
-            git(
-                repo,
-                "am",
-                "--quiet",
-                "--keep-non-patch",
-                "--committer-date-is-author-date",
-                f"-p{entry.strip}",
-                str(series.patch_path(entry).resolve()),
-            )
-        except ExportError as exc:
-            if skipped:
-                raise ExportError(
-                    f"patch {number} of {series.series_file.name} ({entry.patch}) "
-                    f"does not apply to the pristine tree without the "
-                    f"patch{'es' if skipped > 1 else ''} before it; export it "
-                    f"with --stacked, on top of {'them' if skipped > 1 else 'it'}"
-                ) from None
-            raise ExportError(
-                f"patch {entry.patch} from {series.series_file} does not go in "
-                f"with git am --keep-non-patch: {exc}"
-            ) from None
-        original = message(repo, "HEAD")
-        if not SIGNED_OFF_LINE.search(original):
-            raise ExportError(
-                f"patch {entry.patch} has no 'Signed-off-by: Name <email>' line; "
-                f"upstream requires a DCO sign-off on every commit"
-            )
-        author = parse_identity(git(repo, "log", "-1", "--format=%an <%ae>").strip())
-        author_date = git(repo, "log", "-1", "--format=%aI").strip()
-        git(
-            repo,
-            "commit",
-            "--amend",
-            "--quiet",
-            "--no-verify",
-            "--cleanup=verbatim",
-            f"--author={submitter}",
-            "--file=-",
-            env={"GIT_COMMITTER_DATE": author_date},
-            stdin=signed_message(original, author, submitter),
-        )
-        commits.append(git(repo, "rev-parse", "HEAD").strip())
-    return commits
-
-
 def _submission(
     target: Target,
     tier: str,
@@ -329,48 +254,6 @@ def _submission(
         tests=tuple(patch_tests(repo, commit) for commit in commits),
         evidence=tuple(evidence) if evidence is not None else None,
     )
-
-
-def validation_tests(
-    repo: Path, selection: tuple[str, ...], commits: list[str]
-) -> tuple[str, ...]:
-    """The tests the Validation command names: those of the selection that
-    the exported branch holds (a test another patch adds is left out, or
-    pytest would collect nothing), then each commit's own tests in a file the
-    selection does not name."""
-    kept = [test for test in selection if _on_branch(repo, test)]
-    files = {test.split("::", 1)[0] for test in kept}
-    for commit in commits:
-        for test in patch_tests(repo, commit).node_ids:
-            if test.split("::", 1)[0] not in files and test not in kept:
-                kept.append(test)
-    return tuple(kept)
-
-
-def _on_branch(repo: Path, test: str) -> bool:
-    """Whether the branch holds ``test`` (a path, or path::name[params])."""
-    path, _, name = test.partition("::")
-    try:
-        text = git(repo, "show", f"{BRANCH}:{path}")
-    except ExportError:
-        return False
-    if not name:
-        return True
-    try:
-        return name.split("[", 1)[0] in test_functions(text)
-    except SyntaxError:
-        return False
-
-
-def changed_lines_outside_tests(repo: Path, since: str, until: str) -> int:
-    """Lines added and removed outside tests/ from ``since`` to ``until``, as
-    `git diff --numstat` counts them (binary files left out)."""
-    total = 0
-    for line in git(repo, "diff", "--numstat", since, until).splitlines():
-        added, removed, path = line.split("\t", 2)
-        if not path.startswith("tests/") and added != "-":
-            total += int(added) + int(removed)
-    return total
 
 
 def submission_warnings(sub: Submission) -> list[str]:
@@ -434,29 +317,6 @@ def measured_comparison(
         "comparison with upstream's design is left out; rerun "
         "benchmarks/upstream_designs.py (docs/upstream-designs.md) to quote it"
     ]
-
-
-def format_patches(
-    repo: Path, base: str, start: str, mails: Path, submitter: Identity
-) -> None:
-    """The mails of start..BRANCH; a part that follows earlier patches names
-    them as prerequisites (`prerequisite-patch-id:`) after `base-commit:`."""
-    # The cover letter is from the submitter, like the patches.
-    git(
-        repo,
-        "format-patch",
-        "--quiet",
-        "--cover-letter",
-        f"--base={base}",
-        "--subject-prefix=PATCH",
-        "-o",
-        str(mails),
-        f"{start}..{BRANCH}",
-        env={
-            "GIT_COMMITTER_NAME": submitter.name,
-            "GIT_COMMITTER_EMAIL": submitter.email,
-        },
-    )
 
 
 def cover_letter(submission: Submission) -> str:

@@ -21,7 +21,7 @@ from support.trees import make_target as tiny_target
 
 from harness import cache
 from harness.errors import ExportError
-from harness.series import pr_body
+from harness.series import pr_part
 from harness.series.submission import Part, Submission
 from harness.series.submitter import parse_identity
 from harness.targets import PathSource
@@ -176,12 +176,12 @@ def test_a_commits_message_becomes_markdown_a_reviewer_reads(tmp_path):
         evidence=None,
         part=Part(2, 2, 3, ("[A] One",), ("[B] Three",), alone=True),
     )
-    assert pr_body.own_text(sub) == (
+    assert pr_part.own_text(sub) == (
         "The first line of a paragraph wrapped at 72 columns.\n\n"
         "```\nAn example:\n\nbefore: A\n  after: B\n```"
     )
     release = sub.target.source.release_name()
-    assert pr_body.part_note(sub) == (
+    assert pr_part.part_note(sub) == (
         f"This PR holds commit 2 of a series of 3, and applies to {release} "
         "on its own: it needs no other commit of the series. The series' other "
         "commits: [A] One; [B] Three."
