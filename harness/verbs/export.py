@@ -141,9 +141,14 @@ def run(args) -> int:
         )
     elif export.rfc:
         print(f"first: open the RFC issue from {RFC_ISSUE} and wait for its feedback")
+    checks = (
+        "re-run the duplicate-work checks pr-body.md lists, and "
+        if export.submission.about_issue
+        else ""
+    )
     print(
-        "before opening it: re-run the duplicate-work checks pr-body.md lists, and "
-        "fill in what is left to you: " + "; ".join(export.left_to_submitter)
+        f"before opening it: {checks}fill in what is left to you: "
+        + "; ".join(export.left_to_submitter)
     )
     for message in export.warnings:
         warning(message)

@@ -21,7 +21,7 @@ from support.trees import make_target as tiny_target
 
 from harness import cache
 from harness.errors import ExportError
-from harness.series import pr_part
+from harness.series import discussion, pr_part, pr_prose
 from harness.series.submission import Part, Submission
 from harness.series.submitter import parse_identity
 from harness.targets import PathSource
@@ -187,3 +187,22 @@ def test_a_commits_message_becomes_markdown_a_reviewer_reads(tmp_path):
         "commits: [A] One; [B] Three."
     )
     assert sub.fixes == frozenset()  # a part claims no class of the tier's
+
+
+def test_a_parts_rfc_draft_is_written_from_its_own_commits(tmp_path):
+    sub = Submission(
+        target=tiny_target(PathSource(tmp_path)),
+        tier="strict",
+        submitter=parse_identity("Jane Doe <jane@doe.name>"),
+        subjects=("[Core] Do it",),
+        messages=("[Core] Do it\n\nWhy it is done.\n",),
+        tests=(),
+        evidence=None,
+        part=Part(2, 2, 3, alone=True),
+        changed_lines=600,
+    )
+    rfc = discussion.rfc_issue(sub, discussion.RFC_SECTIONS)
+    motivation = rfc.split("## Motivation", 1)[1].split("## ", 1)[0]
+    assert motivation.strip() == "Why it is done."
+    assert pr_prose.ROOT_CAUSE not in rfc
+    assert "**Design.**" not in rfc
