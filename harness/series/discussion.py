@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 from harness.series import pr_body, pr_prose, upstream_designs
+from harness.series.pr_part import own_text
 from harness.series.related_work import ALTERNATIVE, ISSUE
 from harness.series.submission import Submission
 
@@ -63,8 +64,9 @@ def _commits(sub: Submission) -> list[str]:
 def _comparison(sub: Submission) -> list[str]:
     if sub.upstream is None:
         return [
-            "(No side-by-side measurement of the two designs was found for "
-            f"{sub.target.source.release_name()}.)"
+            "(No side-by-side measurement of the two designs on this tree, as "
+            f"exported on {sub.target.source.release_name()}, is quoted: none "
+            "measured it.)"
         ]
     return [
         "Measured side by side on "
@@ -149,17 +151,20 @@ def issue_comment(sub: Submission) -> str:
 
 def rfc_issue(sub: Submission, sections: tuple[str, ...]) -> str:
     """The RFC issue's title and sections, in the tree's form."""
+    # A part says what its own commits say; the series' prose is the tier's.
+    motivation = (
+        [
+            f"#{ISSUE}. {pr_prose.PROBLEM.replace('This PR', 'This change')}",
+            pr_prose.ROOT_CAUSE,
+        ]
+        if sub.part is None
+        else [own_text(sub)]
+    )
     content = {
-        "motivation": "\n\n".join(
-            [
-                f"#{ISSUE}. {pr_prose.PROBLEM.replace('This PR', 'This change')}",
-                pr_prose.ROOT_CAUSE,
-            ]
-        ),
+        "motivation": "\n\n".join(motivation),
         "proposed change": "\n".join(
             [
-                pr_prose.design(sub.fixes),
-                "",
+                *([pr_prose.design(sub.fixes), ""] if sub.part is None else []),
                 f"{sub.changed_lines} changed lines outside `tests/` "
                 f"(`git diff --numstat`), in {sub.count} commit(s):",
                 "",

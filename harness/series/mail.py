@@ -3,7 +3,8 @@
 
 The pristine tree is committed into a scratch git repository ("vLLM X
 pristine", with a fixed identity and date so that its id is the same on every
-machine; harness.series.gitrepo), and each patch of the tier is applied as a
+machine; harness.series.gitrepo, harness.series.commits), and each patch of
+the tier is applied as a
 commit with `git am --keep-non-patch` (plain `git am` would strip the
 upstream tags such as [Bugfix][KV Events] from the subjects), then made the
 submitter's: their authorship and sign-off (harness.series.submitter). Each
@@ -12,27 +13,32 @@ patch's tests are run without and with its fix (harness.series.evidence).
 cover letter and pr-body.md carry the same text (harness.series.pr_body),
 written from the same facts (harness.series.submission).
 
-Everything is checked before any work: the output directory can be made,
-the series reads, the range of patches asked for is in it, the verdict is
-one, and (for the fail-before-fix runs) pytest and the tree's test
-requirements are installed (harness.series.evidence_env). A part of the
-series (`--patches`) is committed on top of the patches before it, and its
-mails name those as prerequisites. The output directory appears complete
+Everything is checked before any work: the output directory can be made
+and lies outside the harness cache and the pristine tree, the series reads,
+the range of patches asked for is in it, the verdict is one, and (for the
+fail-before-fix runs) pytest and the tree's test requirements are installed
+(harness.series.evidence_env). A part of the series (`--patches`) is
+committed straight onto the pristine tree (a single patch, or `--alone`) or
+on top of the patches before it, whose mails it then names as
+prerequisites; its texts quote only what was measured on its own branch
+(harness.series.pr_part), never the tier's verdict or the comparison with
+upstream's design, which are quoted only where they measured this tree.
+The output directory appears complete
 or not at all: it is staged next to itself and renamed into place. The
 scratch repository (a copy of the pristine tree) and the staging directory
 are harness.scratch directories: removed on an error or a stop signal, and
 swept by the next export when a SIGKILL left them.
 """
 
+import os
 import re
-import shutil
 import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
-from harness import scratch
+from harness import cache, checkout, processes, scratch
 from harness.errors import ExportError, OutputError
 from harness.log import progress
 from harness.series import (
@@ -42,10 +48,17 @@ from harness.series import (
     upstream_designs,
     wire_header,
 )
+from harness.series.commits import (
+    apply_as_commits,
+    changed_lines_outside_tests,
+    commit_pristine,
+    format_patches,
+    validation_tests,
+)
 from harness.series.discussion import issue_comment
 from harness.series.evidence import fail_before_fix, patch_tests
 from harness.series.evidence_env import require_pytest, require_test_environment
-from harness.series.gitrepo import BASE_COMMIT_DATE, BRANCH, git, message
+from harness.series.gitrepo import BRANCH, git, message
 from harness.series.model import Series, load_series
 from harness.series.related_work import STALE_AFTER_DAYS, related_work_age
 from harness.series.submission import (
@@ -56,14 +69,13 @@ from harness.series.submission import (
     patch_range,
     series_part,
 )
-from harness.series.submitter import Identity, parse_identity, signed_message
+from harness.series.submitter import Identity
 from harness.targets import Target
 from harness.trees.sources import pristine_tree
 
 PR_BODY = "pr-body.md"
 # The purpose its scratch directories are named after (harness.scratch).
 SCRATCH = "export"
-SIGNED_OFF_LINE = re.compile(r"^Signed-off-by: .+ <[^>]+@[^>]+>\s*$", re.MULTILINE)
 
 
 @dataclass
@@ -88,13 +100,14 @@ def export_series(
     verdict_path: Path | None = None,
     run_fail_before_fix: bool = True,
     patches: tuple[int, int | None] | None = None,
+    alone: bool | None = None,
 ) -> Export:
     """Write the mails, pr-body.md and the texts to post before it
     (harness.series.discussion) to out, which must not exist. ``patches``
     (first, last; 1-based, last None for the end) exports that part of the
-    tier's series, on top of the patches before it."""
-    if out.exists() or out.is_symlink():
-        raise OutputError(f"{out} already exists; remove it or choose another")
+    tier's series: ``alone``, committed straight onto the pristine tree,
+    else on top of the patches before it (None: alone for a single patch)."""
+    out = checked_out(out)
     release = target.source.release_name()
     if run_fail_before_fix:
         require_pytest(target.name, release)
@@ -102,35 +115,47 @@ def export_series(
     if not series.entries:
         raise ExportError(f"{series.series_file} lists no patches; nothing to export")
     first, last = patch_range(patches, series)
+    alone = first == last if alone is None else alone
+    part = series_part(first, last, series, alone)
     verdict, verdict_path, warnings = find_verdict(target, tier, series, verdict_path)
+    if part is not None:
+        # The verdict measured the whole series' tree, not this branch's.
+        verdict, verdict_path, warnings = None, None, []
     pristine = pristine_tree(target)
+    refuse_inside(out, pristine, f"the pristine tree of target {target.name}")
     if run_fail_before_fix:
         require_test_environment(pristine, target.name, release)
+    progress(f"measuring BlockStored on the wire with {release}'s kv_events.py")
     wire = wire_header.measure(pristine, release)
     with ExitStack() as stack:
         stage = _stage_next_to(out, stack)
         repo = _scratch_tree(stack)
         base = commit_pristine(target, pristine, repo)
-        commits = apply_as_commits(repo, series, submitter, last)
-        start = commits[first - 2] if first > 1 else base
-        ours = commits[first - 1 :]
-        subjects = [_subject(repo, commit) for commit in commits]
+        skipped = first - 1 if alone else 0
+        commits = apply_as_commits(repo, series, submitter, last, skipped)
+        start = base if alone or first == 1 else commits[first - 2]
+        ours = commits[first - 1 - skipped :]
         submission = replace(
             _submission(target, tier, submitter, repo, ours, run_fail_before_fix),
             verdict=verdict,
             verdict_path=verdict_path,
-            part=series_part(first, last, series, subjects),
+            part=part,
+            validation_tests=validation_tests(
+                repo, target.selection((verdict or {}).get("selection", "ci")), ours
+            ),
             wire=wire,
             changed_lines=changed_lines_outside_tests(repo, start, BRANCH),
             changed_lines_per_commit=tuple(
                 changed_lines_outside_tests(repo, f"{commit}~1", commit)
                 for commit in ours
             ),
-            upstream=upstream_designs.load(target.name),
         )
+        upstream, left_out = measured_comparison(target.name, series, part is None)
+        submission = replace(submission, upstream=upstream)
         warnings += submission_warnings(submission)
-        warnings += comparison_warnings(submission.upstream, series)
+        warnings += left_out
         mails = stage / out.name
+        progress(f"writing the mails and {PR_BODY}")
         format_patches(repo, base, start, mails, submitter)
         fill_cover_letter(
             mails / "0000-cover-letter.patch",
@@ -139,7 +164,9 @@ def export_series(
         )
         template, template_source = pr_template.read_template(repo)
         body, left = pr_body.render(template, submission)
-        texts = {PR_BODY: body, discussion.ISSUE_COMMENT: issue_comment(submission)}
+        texts = {PR_BODY: body}
+        if submission.about_issue:
+            texts[discussion.ISSUE_COMMENT] = issue_comment(submission)
         if pr_body.needs_rfc(submission):
             sections = discussion.rfc_sections(repo)
             texts[discussion.RFC_ISSUE] = discussion.rfc_issue(submission, sections)
@@ -151,6 +178,30 @@ def export_series(
             raise OutputError(f"cannot write {out}: {exc.strerror or exc}") from None
     progress(f"{PR_BODY} follows {template_source}")
     return Export(sorted(out.iterdir()), submission, warnings, left)
+
+
+def checked_out(out: Path) -> Path:
+    """``out`` as an absolute path (git runs in the scratch repository, so a
+    relative one would land there), refused with one line where it exists
+    or lies inside the harness cache, whose trees nothing writes into."""
+    out = Path(os.path.abspath(out))
+    if out.exists() or out.is_symlink():
+        raise OutputError(f"{out} already exists; remove it or choose another")
+    refuse_inside(out, cache.root(), "the harness cache")
+    return out
+
+
+def refuse_inside(out: Path, directory: Path, what: str) -> None:
+    """One line where ``out`` (links resolved) lies inside ``directory``."""
+    try:
+        inside = out.resolve().is_relative_to(directory.resolve())
+    except (OSError, RuntimeError):  # a link loop: the mkdir next says so
+        return
+    if inside:
+        raise OutputError(
+            f"--out {out} lies inside {what} ({directory}), which the harness "
+            "reads and never writes into; choose a directory outside it"
+        )
 
 
 def _subject(repo: Path, commit: str) -> str:
@@ -184,78 +235,6 @@ def _scratch_tree(stack: ExitStack) -> Path:
         ) from None
 
 
-def commit_pristine(target: Target, pristine: Path, repo: Path) -> str:
-    """Copy the pristine tree into repo and commit it; return the commit id."""
-    progress(f"copying the pristine tree of {target.name} ({pristine})")
-    try:
-        shutil.copytree(
-            pristine, repo, symlinks=True, ignore=shutil.ignore_patterns(".git")
-        )
-    except OSError as exc:  # shutil.Error too: a disk that fills up, say
-        raise OutputError(f"cannot copy the pristine tree to {repo}: {exc}") from None
-    git(repo, "init", "--quiet", f"--initial-branch={BRANCH}")
-    # --force: the tree's own .gitignore must not keep files out of the base.
-    git(repo, "add", "--all", "--force", ".")
-    fixed_date = {
-        "GIT_AUTHOR_DATE": BASE_COMMIT_DATE,
-        "GIT_COMMITTER_DATE": BASE_COMMIT_DATE,
-    }
-    text = (
-        f"{target.source.release_name()} pristine\n\n"
-        f"Unpacked from {target.source.describe()}.\n"
-    )
-    git(repo, "commit", "--quiet", "--no-verify", "-m", text, env=fixed_date)
-    return git(repo, "rev-parse", "HEAD").strip()
-
-
-def apply_as_commits(
-    repo: Path, series: Series, submitter: Identity, last: int | None = None
-) -> list[str]:
-    """`git am --keep-non-patch` every patch of the series up to ``last``,
-    each made the submitter's (author and last sign-off); return the
-    commits."""
-    commits = []
-    for number, entry in enumerate(series.entries[:last], 1):
-        progress(f"git am [{number}/{len(series.entries)}] {entry.patch}")
-        try:
-            git(
-                repo,
-                "am",
-                "--quiet",
-                "--keep-non-patch",
-                "--committer-date-is-author-date",
-                f"-p{entry.strip}",
-                str(series.patch_path(entry).resolve()),
-            )
-        except ExportError as exc:
-            raise ExportError(
-                f"patch {entry.patch} from {series.series_file} does not go in "
-                f"with git am --keep-non-patch: {exc}"
-            ) from None
-        original = message(repo, "HEAD")
-        if not SIGNED_OFF_LINE.search(original):
-            raise ExportError(
-                f"patch {entry.patch} has no 'Signed-off-by: Name <email>' line; "
-                f"upstream requires a DCO sign-off on every commit"
-            )
-        author = parse_identity(git(repo, "log", "-1", "--format=%an <%ae>").strip())
-        author_date = git(repo, "log", "-1", "--format=%aI").strip()
-        git(
-            repo,
-            "commit",
-            "--amend",
-            "--quiet",
-            "--no-verify",
-            "--cleanup=verbatim",
-            f"--author={submitter}",
-            "--file=-",
-            env={"GIT_COMMITTER_DATE": author_date},
-            stdin=signed_message(original, author, submitter),
-        )
-        commits.append(git(repo, "rev-parse", "HEAD").strip())
-    return commits
-
-
 def _submission(
     target: Target,
     tier: str,
@@ -275,17 +254,6 @@ def _submission(
         tests=tuple(patch_tests(repo, commit) for commit in commits),
         evidence=tuple(evidence) if evidence is not None else None,
     )
-
-
-def changed_lines_outside_tests(repo: Path, since: str, until: str) -> int:
-    """Lines added and removed outside tests/ from ``since`` to ``until``, as
-    `git diff --numstat` counts them (binary files left out)."""
-    total = 0
-    for line in git(repo, "diff", "--numstat", since, until).splitlines():
-        added, removed, path = line.split("\t", 2)
-        if not path.startswith("tests/") and added != "-":
-            total += int(added) + int(removed)
-    return total
 
 
 def submission_warnings(sub: Submission) -> list[str]:
@@ -322,39 +290,33 @@ def submission_warnings(sub: Submission) -> list[str]:
     return warnings
 
 
-def comparison_warnings(upstream: dict | None, series: Series) -> list[str]:
-    """The comparison with upstream's design is of the series it was
-    measured at: say so when that is not this checkout's."""
-    revision = str((upstream or {}).get("revision", ""))
-    if not upstream or not (other := another_series(revision, series)):
-        return []
-    return [
-        f"{upstream_designs.RESULTS} was measured at {revision}, {other}; rerun "
-        "benchmarks/upstream_designs.py (docs/upstream-designs.md)"
+def measured_comparison(
+    target: str, series: Series, whole: bool
+) -> tuple[dict | None, list[str]]:
+    """The comparison with upstream's design, where it measured the tree this
+    export makes: the tier's whole series, at a revision whose series file
+    and patches are this checkout's. Otherwise it is left out of every text
+    (None), with a warning where it was measured at another revision."""
+    upstream = upstream_designs.load(target)
+    if upstream is None or not whole:
+        return None, []
+    revision = str(upstream.get("revision", ""))
+    commit = revision.removesuffix("-dirty")
+    if not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        other = "which names no commit"
+    elif not (other := another_series(revision, series)):
+        inputs = ["git", "diff", "--quiet", commit, "--", *upstream_designs.INPUTS]
+        if not processes.run(inputs, cwd=checkout.root()).returncode:
+            return upstream, []
+        other = (
+            "whose benchmark, upstream's design or stream checker differ from "
+            "this checkout's"
+        )
+    return None, [
+        f"{upstream_designs.RESULTS} was measured at {revision}, {other}: the "
+        "comparison with upstream's design is left out; rerun "
+        "benchmarks/upstream_designs.py (docs/upstream-designs.md) to quote it"
     ]
-
-
-def format_patches(
-    repo: Path, base: str, start: str, mails: Path, submitter: Identity
-) -> None:
-    """The mails of start..BRANCH; a part that follows earlier patches names
-    them as prerequisites (`prerequisite-patch-id:`) after `base-commit:`."""
-    # The cover letter is from the submitter, like the patches.
-    git(
-        repo,
-        "format-patch",
-        "--quiet",
-        "--cover-letter",
-        f"--base={base}",
-        "--subject-prefix=PATCH",
-        "-o",
-        str(mails),
-        f"{start}..{BRANCH}",
-        env={
-            "GIT_COMMITTER_NAME": submitter.name,
-            "GIT_COMMITTER_EMAIL": submitter.email,
-        },
-    )
 
 
 def cover_letter(submission: Submission) -> str:

@@ -18,11 +18,13 @@ import re
 
 from harness.series import pr_findings, pr_prose, pr_template, upstream_designs
 from harness.series.gitrepo import BRANCH
+from harness.series.pr_part import own_text, part_claims, part_note
 from harness.series.related_work import (
     ALTERNATIVE,
     CHECK_COMMANDS,
     CHECKED_ON,
     EARLIER_FILL_ONLY,
+    ISSUE,
     RELATED_WORK,
     relation,
 )
@@ -44,6 +46,11 @@ def render(template: str, submission: Submission) -> tuple[str, list[str]]:
     body, left = pr_template.fill(
         template, sections(submission, titles), _facts(submission)
     )
+    if not submission.about_issue:
+        left.append(
+            "the duplicate-work check of this change's own subject (`gh pr list "
+            "--repo vllm-project/vllm --state open --search ...`)"
+        )
     if needs_rfc(submission):
         left.append("the link to the RFC issue in the 'Size' paragraph")
     return body, left
@@ -86,14 +93,16 @@ def ids_legend(text: str) -> str:
 
 def overview(sub: Submission) -> str:
     lead = f"{'. '.join(sub.references)}. " if sub.references else ""
-    lines = [lead + pr_prose.PROBLEM]
-    if any(work.number == ALTERNATIVE for work in RELATED_WORK):
+    # A part says what its own commits say; the series' problem is the tier's.
+    lines = [lead + (pr_prose.PROBLEM if sub.part is None else own_text(sub))]
+    if sub.about_issue and any(work.number == ALTERNATIVE for work in RELATED_WORK):
         numbers = ", with numbers" if sub.upstream is not None else ""
-        lines += [
-            "",
-            f"#{ALTERNATIVE} fixes the same issue another way; Details compares "
-            f"the two{numbers}.",
-        ]
+        said = (
+            f"Details compares the two{numbers}."
+            if sub.part is None
+            else "Details says how this change stands to it."
+        )
+        lines += ["", f"#{ALTERNATIVE} fixes the same issue another way; {said}"]
     if sub.part is not None:
         lines += ["", part_note(sub)]
     lines += ["", f"Commits, against {sub.target.source.release_name()}:", ""]
@@ -106,56 +115,41 @@ def overview(sub: Submission) -> str:
     return "\n".join(lines)
 
 
-def commits_named(first: int, last: int) -> str:
-    return f"commit {first}" if first == last else f"commits {first}-{last}"
-
-
-def part_note(sub: Submission) -> str:
-    part = sub.part
-    said = [
-        f"This PR holds {commits_named(part.first, part.last)} of a series of "
-        f"{part.total}."
-    ]
-    if part.earlier:
-        said.append(
-            f"It follows the PR of {commits_named(1, part.first - 1)} ("
-            + "; ".join(part.earlier)
-            + "), which must land first."
-        )
-    if part.later:
-        said.append(
-            f"A follow-up PR brings {commits_named(part.last + 1, part.total)} ("
-            + "; ".join(part.later)
-            + ")."
-        )
-    return " ".join(said)
-
-
 def claims(sub: Submission) -> str:
+    if sub.part is not None:
+        return part_claims(sub)
     if sub.verdict is None:
         return (
             "- No test run was found for this series: no claim here is backed by a run."
         )
-    lines = []
-    if sub.part is not None:
-        lines.append(
-            f"- The numbers are those of {commits_named(1, sub.part.total)} "
-            "together (this PR and the others of the series), as one run "
-            "measured them."
-        )
-    lines += pr_findings.class_claims(sub)
+    lines = pr_findings.class_claims(sub)
     lines += pr_findings.stream_claims(sub)
     lines.append(pr_findings.tests_claim(sub.verdict))
     return "\n".join(lines)
 
 
+def validation_command(sub: Submission) -> str:
+    """The pytest command of Validation: the tests the branch holds."""
+    selection = (sub.verdict or {}).get("selection", "ci")
+    tests = sub.validation_tests
+    if tests is None:
+        tests = sub.target.selection(selection)
+    environment = " ".join(f"{key}={value}" for key, value in UPSTREAM_ENV.items())
+    return f"{environment} PYTHONPATH=. python -m pytest {' '.join(tests)}"
+
+
 def test_plan(sub: Submission) -> str:
     selection = (sub.verdict or {}).get("selection", "ci")
-    tests = " ".join(sub.target.selection(selection))
-    environment = " ".join(f"{key}={value}" for key, value in UPSTREAM_ENV.items())
     checker = (
         f"python -m harness test --target {sub.target.name} --tier {sub.tier} "
         f"--selection {selection}"
+    )
+    ran = (
+        "The run below took that selection on both trees, and replayed "
+        f"{pr_prose.WORKLOADS} against a checker of the stream, with the "
+        f"submitter's test harness (not part of this PR): `{checker}`. "
+        if sub.part is None
+        else ""
     )
     return "\n".join(
         [
@@ -163,36 +157,40 @@ def test_plan(sub: Submission) -> str:
             "this branch. vLLM's tests, on each tree:",
             "",
             "```",
-            f"{environment} PYTHONPATH=. python -m pytest {tests}",
+            validation_command(sub),
             "```",
             "",
-            "The run below took that selection on both trees, and replayed "
-            f"{pr_prose.WORKLOADS} against a checker of the stream, with the "
-            f"submitter's test harness (not part of this PR): `{checker}`. "
-            "Each commit's own tests, without and with its fix, follow; the "
-            f"commands name the commits on the branch `{BRANCH}`.",
+            f"{ran}Each commit's own tests, without and with its fix, follow; "
+            f"the commands name the commits on the branch `{BRANCH}`.",
         ]
     )
 
 
 def test_result(sub: Submission) -> str:
-    lines = (
-        pr_findings.run_lines(sub)
-        if sub.verdict is not None
-        else [
+    if sub.verdict is not None:
+        lines = pr_findings.run_lines(sub)
+    elif sub.part is not None:
+        lines = [
+            "vLLM's tests and the stream replay were run for the series' whole "
+            "tree, not for this branch, and are not quoted."
+        ]
+    else:
+        lines = [
             "No test run was found for this series; vLLM's tests and the stream "
             "replay have not been run for this description."
         ]
-    )
     lines += ["", *pr_findings.evidence_lines(sub)]
     return "\n".join(lines)
 
 
 def details(sub: Submission) -> str:
+    whole = sub.part is None
+    # A part's wire paragraph only where its commits are about BlockStored.
+    stores = whole or any("BlockStored" in message for message in sub.messages)
     parts = [
-        pr_prose.ROOT_CAUSE,
-        pr_prose.design(sub.fixes, sub.target.stream(sub.tier)),
-        pr_prose.wire_paragraph(sub.wire),
+        pr_prose.ROOT_CAUSE if whole else "",
+        pr_prose.design(sub.fixes, sub.target.stream(sub.tier)) if whole else "",
+        pr_prose.wire_paragraph(sub.wire) if stores else "",
         comparison(sub),
         pr_findings.limitations(sub),
         size(sub),
@@ -254,6 +252,13 @@ def size(sub: Submission) -> str:
 
 
 def duplicate_check(sub: Submission) -> str:
+    if not sub.about_issue:
+        return (
+            "**Duplicate-work check** (AGENTS.md): the record of related pull "
+            f"requests is kept for #{ISSUE}, which this change's commits do not "
+            "name; the open pull requests that touch what it changes are "
+            "searched by the submitter before it is opened."
+        )
     commands = "\n".join(CHECK_COMMANDS)
     lines = [
         f"**Duplicate-work check** (AGENTS.md), last run {CHECKED_ON.isoformat()}:",
@@ -312,5 +317,7 @@ def _facts(submission: Submission) -> dict[str, bool]:
         "ai_assisted": submission.ai_assisted,
         "validated": submission.validated,
         "always": True,
-        "has_verdict": submission.verdict is not None,
+        # The test results: the verdict's, or for a part its own runs.
+        "has_verdict": submission.verdict is not None
+        or (submission.part is not None and submission.evidence is not None),
     }

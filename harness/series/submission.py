@@ -25,6 +25,7 @@ from harness import cache, processes
 from harness.errors import ExportError, UnreadableInput
 from harness.series.evidence import PatchEvidence, PatchTests
 from harness.series.model import Series
+from harness.series.related_work import ISSUE
 from harness.series.submitter import Identity
 from harness.series.wire_header import WireFacts
 from harness.targets import SELECTIONS, Target
@@ -55,6 +56,9 @@ class Part:
     total: int
     earlier: tuple[str, ...] = ()
     later: tuple[str, ...] = ()
+    # Committed straight onto the pristine tree, without the patches before
+    # it: a pull request of its own, which follows none.
+    alone: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,10 +77,16 @@ class Submission:
     changed_lines: int | None = None  # outside tests/, by git diff --numstat
     changed_lines_per_commit: tuple[int, ...] | None = None
     upstream: dict | None = None  # harness.series.upstream_designs
+    # The Validation command's tests: those of the target's selection that
+    # the exported branch holds, then the commits' own (None: the selection).
+    validation_tests: tuple[str, ...] | None = None
 
     @property
     def fixes(self) -> frozenset[str]:
-        """The classes of docs/contract.md the tier's series fixes."""
+        """The classes of docs/contract.md the tier's series fixes; none
+        claimed for a part, whose share of them no run measured."""
+        if self.part is not None:
+            return frozenset()
         return self.target.fixes.get(self.tier, frozenset())
 
     @property
@@ -108,6 +118,16 @@ class Submission:
                 if line not in seen and fixes not in seen:
                     seen.append(line)
         return seen
+
+    @property
+    def about_issue(self) -> bool:
+        """Whether the export is a fix of the issue the related work is
+        recorded for: the tier's whole series, or commits that name it."""
+        return self.part is None or any(
+            issue == ISSUE
+            for message in self.messages
+            for _, issue in issue_references(message)
+        )
 
     @property
     def ai_assisted(self) -> bool:
@@ -176,30 +196,48 @@ def patch_range(
     first, last = patches or (1, None)
     last = count if last is None else last
     if not 1 <= first <= last <= count:
+        asked = str(first) if first == last else f"{first}-{last}"
+        held = ", ".join(
+            f"{number} {entry.patch}" for number, entry in enumerate(series.entries, 1)
+        )
         raise ExportError(
-            f"--patches {first}-{last}: {series.series_file} lists {count} "
-            f"patches; give a range within 1-{count}"
+            f"--patches {asked}: {series.series_file.name} lists {count} "
+            f"patch{'es' if count > 1 else ''} ({held}); give a range within "
+            f"1-{count}, numbered as the series file lists them"
         )
     return first, last
 
 
 def series_part(
-    first: int, last: int, series: Series, subjects: list[str]
+    first: int, last: int, series: Series, alone: bool = False
 ) -> Part | None:
     """What the export holds of the series, or None for all of it; the
-    subjects of the later patches come from their mails' Subject lines."""
+    subjects of the others come from their mails' Subject lines."""
     count = len(series.entries)
     if (first, last) == (1, count):
         return None
-    later = [subject_of(series.patch_path(entry)) for entry in series.entries[last:]]
-    return Part(first, last, count, tuple(subjects[: first - 1]), tuple(later))
+    subjects = [subject_of(series.patch_path(entry)) for entry in series.entries]
+    return Part(
+        first,
+        last,
+        count,
+        tuple(subjects[: first - 1]),
+        tuple(subjects[last:]),
+        alone,
+    )
 
 
 def subject_of(patch: Path) -> str:
     """A mail's subject, as `git am --keep-non-patch` keeps it."""
-    for line in patch.read_text(encoding="utf-8", errors="replace").splitlines():
+    lines = patch.read_text(encoding="utf-8", errors="replace").splitlines()
+    for number, line in enumerate(lines):
         if line.startswith("Subject:"):
-            return line.removeprefix("Subject:").strip()
+            folded = [line.removeprefix("Subject:")]
+            for more in lines[number + 1 :]:
+                if not more[:1].isspace():
+                    break
+                folded.append(more)  # a header folded over several lines
+            return " ".join(part.strip() for part in folded)
         if line.startswith("---"):
             break
     return patch.name
@@ -268,10 +306,12 @@ def find_verdict(
         )
     revision = verdict.get("provenance", {}).get("revision", "")
     if other := another_series(revision, series):
+        # Nothing measured on another series goes into a text.
         warnings.append(
             f"the verdict {verdict_path} was taken at revision {revision}, {other}: "
-            f"it may be a verdict of another series; rerun {rerun}"
+            f"it may be a verdict of another series and is left out; rerun {rerun}"
         )
+        return None, None, warnings
     return verdict, verdict_path, warnings
 
 

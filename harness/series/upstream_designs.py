@@ -4,9 +4,11 @@ quotes.
 
 The figures are a file of the checkout, RESULTS, written by the benchmark's
 ``--json``; the body quotes them only for the target they were measured on,
-and only the rows of the release, the exported tier and upstream's design.
-Nothing here measures: rerun the benchmark (its commands are in the doc)
-when the series changes.
+only where they measured the tree exported (the tier's whole series, at a
+revision with this checkout's series: harness.series.mail checks it), and
+only the rows of the release, the exported tier and upstream's design, each
+with its totals beside its bytes per event. Nothing here measures: rerun the
+benchmark (its commands are in the doc) when the series changes.
 """
 
 import json
@@ -16,6 +18,17 @@ from harness import checkout
 from harness.series import pr_prose
 
 RESULTS = Path("benchmarks") / "results" / "upstream-designs.json"
+# What the figures depend on besides the series, in the checkout: the
+# benchmark, upstream's design as a patch, and the code that replays, checks
+# and routes the streams. Changed since the revision measured, the figures
+# are another measurement's.
+INPUTS = (
+    "benchmarks/upstream_designs.py",
+    "patches/alternatives",
+    "harness/contract",
+    "harness/consumers",
+    "harness/runs",
+)
 BASELINE, UPSTREAM = "pristine", "upstream"
 CONSUMERS = ("ignoring", "reading")
 
@@ -84,16 +97,21 @@ def table(
     of a tree the benchmark did not run them in."""
     workloads = results.get("workloads", {})
     lines = [
-        "| stream | events | bytes per event | release events not kept byte "
-        "for byte | stores whose parent is not live | router predictions exact % "
-        "| over-predicted | under-predicted | vLLM's tests |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| stream | events | bytes | bytes per event | release events not kept "
+        "byte for byte | stores whose parent is not live | router predictions "
+        "exact % | over-predicted | under-predicted | vLLM's tests |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
+    release = results["trees"][BASELINE]
     for label, tree in rows(results, tier, mine):
         events = tree.get("events", 0)
         per_event = f"{tree.get('bytes', 0) / events:.0f}" if events else "-"
+        totals = " | ".join(
+            _total(tree, release, key, tree is not release)
+            for key in ("events", "bytes")
+        )
         lines.append(
-            f"| {label} | {events} | {per_event} | "
+            f"| {label} | {totals} | {per_event} | "
             f"{tree.get('pristine_events_changed', '-')} | "
             f"{_pair(tree, 'rules', 'C1')} | {_exact(tree)} | "
             f"{_pair(tree, 'router', 'over')} | {_pair(tree, 'router', 'under')} | "
@@ -110,6 +128,14 @@ def table(
         f"point (`benchmarks/upstream_designs.py`, at {results.get('revision')}).",
     ]
     return lines
+
+
+def _total(tree: dict, release: dict, key: str, against: bool) -> str:
+    """A tree's total ``key``, with its change from the release's."""
+    value, base = tree.get(key, 0), release.get(key, 0)
+    if not against or not base:
+        return str(value)
+    return f"{value} ({100 * (value - base) / base:+.1f} %)"
 
 
 def still_wanted(results: dict, fixes: frozenset[str]) -> list[str]:

@@ -1,5 +1,6 @@
 """`export`: the series as mails and a pull-request body for upstream submission."""
 
+import os
 import shlex
 from pathlib import Path
 
@@ -38,9 +39,27 @@ def register(parser) -> None:
         "--patches",
         type=patch_range,
         metavar="FIRST[-LAST]",
-        help="export only these patches of the tier's series (1-based, LAST "
-        "defaults to the end), committed on top of the ones before them: a "
-        "first pull request (--patches 1-3) and its follow-up (--patches 4)",
+        help="export only these patches of the tier's series (numbered from 1 "
+        "as its series file lists them; LAST defaults to the end): a single "
+        "patch is committed straight onto the pristine tree, its own pull "
+        "request; a range on top of the patches before it",
+    )
+    placing = parser.add_mutually_exclusive_group()
+    placing.add_argument(
+        "--alone",
+        dest="alone",
+        action="store_true",
+        default=None,
+        help="commit the --patches range straight onto the pristine tree, "
+        "without the patches before it (the default for a single patch)",
+    )
+    placing.add_argument(
+        "--stacked",
+        dest="alone",
+        action="store_false",
+        help="commit the --patches range on top of the patches before it, as "
+        "the follow-up of the pull request that holds them (the default for "
+        "a range)",
     )
     parser.add_argument(
         "--no-fail-before-fix",
@@ -89,20 +108,23 @@ def run(args) -> int:
     require_program("git", "export commits and formats the series with it")
     submitter = resolve_submitter(args.submitter)
     target = get_target(args.target)
+    # Absolute before any work: git runs in a scratch repository elsewhere.
+    out = Path(os.path.abspath(args.out))
     progress(f"submitting as {submitter}")
     export = export_series(
         target,
         args.tier,
-        args.out,
+        out,
         submitter,
         args.verdict,
         args.fail_before_fix,
         args.patches,
+        args.alone,
     )
-    print(f"wrote {len(export.files)} files to {args.out}:")
+    print(f"wrote {len(export.files)} files to {out}:")
     for path in export.files:
         print(f"  {path.name}")
-    title, body = export.submission.title, args.out / "pr-body.md"
+    title, body = export.submission.title, out / "pr-body.md"
     print(
         f"pull request: gh pr create --repo vllm-project/vllm --title "
         f"{shlex.quote(title)} --body-file {shlex.quote(str(body))}"
@@ -111,14 +133,22 @@ def run(args) -> int:
         "mails: git am --keep-non-patch (skip 0000-cover-letter.patch), or "
         "git send-email"
     )
-    print(
-        f"first: post {ISSUE_COMMENT} on vllm-project/vllm#{ISSUE} and wait for a "
-        f"maintainer's answer before opening the pull request"
-        + (f"; then open the RFC issue from {RFC_ISSUE}" if export.rfc else "")
+    if export.submission.about_issue:
+        print(
+            f"first: post {ISSUE_COMMENT} on vllm-project/vllm#{ISSUE} and wait "
+            f"for a maintainer's answer before opening the pull request"
+            + (f"; then open the RFC issue from {RFC_ISSUE}" if export.rfc else "")
+        )
+    elif export.rfc:
+        print(f"first: open the RFC issue from {RFC_ISSUE} and wait for its feedback")
+    checks = (
+        "re-run the duplicate-work checks pr-body.md lists, and "
+        if export.submission.about_issue
+        else ""
     )
     print(
-        "before opening it: re-run the duplicate-work checks pr-body.md lists, and "
-        "fill in what is left to you: " + "; ".join(export.left_to_submitter)
+        f"before opening it: {checks}fill in what is left to you: "
+        + "; ".join(export.left_to_submitter)
     )
     for message in export.warnings:
         warning(message)

@@ -2,6 +2,11 @@
 tests that fail without their fix, a verdict of it, and a submitter."""
 
 import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from harness import cli, targets
@@ -114,13 +119,22 @@ def kv_events_source(fields: int) -> str:
     )
 
 
-def make_target(root: Path, monkeypatch, patches=None, series=SERIES):
+# The target's selection of upstream tests: one file of the pristine tree,
+# and a test only the strict tier's last patch adds.
+SELECTION = ("tests/test_pool.py", "tests/test_old.py::test_old_module_is_gone")
+
+
+def make_target(root: Path, monkeypatch, patches=None, series=SERIES, strict=STRICT):
     """Target t at root: a path source with PRISTINE and these mails."""
     patches_dir = write_tree(root / "patches", PATCHES if patches is None else patches)
     (patches_dir / "series").write_text(series)
-    (patches_dir / "series.strict").write_text(STRICT)
+    (patches_dir / "series.strict").write_text(strict)
     write_tree(root / "pristine", PRISTINE)
-    pins = write_pins(root, target_table('{ path = "pristine" }'))
+    table = target_table('{ path = "pristine" }').replace(
+        'upstream_tests = ["tests/test_a.py"]',
+        f"upstream_tests = {json.dumps(list(SELECTION))}",
+    )
+    pins = write_pins(root, table)
     use_checkout(monkeypatch, pins)
     return targets.get_target("t")
 
@@ -150,3 +164,48 @@ def export(out: Path, *options: str, evidence: bool = False) -> int:
     extra = [] if evidence else ["--no-fail-before-fix"]
     argv = ["export", "--target", "t", "--out", str(out), "--as", SUBMITTER]
     return cli.main([*argv, "--i-reviewed-every-line", *extra, *options])
+
+
+def branch_from_mails(pristine: Path, mails: Path, branch: Path) -> Path:
+    """The pull request's branch: the pristine tree committed, and the mails
+    of ``mails`` applied with `git am --keep-non-patch`, as CONTRIBUTING.md
+    says to make it."""
+    shutil.copytree(pristine, branch)
+    for args in (
+        ["init", "--quiet"],
+        ["add", "--all", "--force", "."],
+        ["commit", "--quiet", "-m", "pristine"],
+        [
+            "am",
+            "--keep-non-patch",
+            *(str(p) for p in sorted(mails.glob("0*.patch"))[1:]),
+        ],
+    ):
+        done = subprocess.run(
+            ["git", "-c", "user.name=T", "-c", "user.email=t@t.name", *args],
+            cwd=branch,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "GIT_CEILING_DIRECTORIES": str(branch.parent)},
+        )
+        assert done.returncode == 0, done.stderr
+    return branch
+
+
+def validation_command(body: str) -> list[str]:
+    """The command of pr-body.md's Validation section (its first code block)."""
+    validation = body.split("## Validation", 1)[1]
+    return shlex.split(validation.split("```", 2)[1].replace("\\\n", " "))
+
+
+def run_validation(body: str, branch: Path) -> subprocess.CompletedProcess:
+    """Run the Validation command on the branch as a reviewer would: its
+    variables set, `python` this interpreter."""
+    words = validation_command(body)
+    env = dict(os.environ)
+    while "=" in words[0]:
+        key, _, value = words.pop(0).partition("=")
+        env[key] = value
+    assert words[:3] == ["python", "-m", "pytest"], words
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *words[3:]]
+    return subprocess.run(command, cwd=branch, env=env, capture_output=True, text=True)

@@ -340,11 +340,15 @@ def test_verdict_taken_at_a_revision_with_another_series_is_warned(
         verdict.write_text(json.dumps(data))
         out = tmp_path / f"mails-{len(list(tmp_path.glob('mails-*')))}"
         assert export(out, "--verdict", str(verdict)) == 0
-        return [
+        found = [
             line
             for line in capsys.readouterr().err.splitlines()
             if "was taken at revision" in line
         ]
+        # what is warned of is left out of the body
+        quoted = "**vLLM's tests** (run of" in (out / "pr-body.md").read_text()
+        assert quoted is not found
+        return found
 
     assert warnings_with(taken_at) == []
     assert warnings_with("unknown (not a git checkout)") == []
@@ -353,16 +357,16 @@ def test_verdict_taken_at_a_revision_with_another_series_is_warned(
     assert warnings_with(f"{taken_at}-dirty") == []
     assert warnings_with("0123456789ab") == [
         f"warning: the verdict {verdict} was taken at revision 0123456789ab, which "
-        "this checkout does not have: it may be a verdict of another series; "
-        "rerun `python -m harness test --target t --tier default`"
+        "this checkout does not have: it may be a verdict of another series and "
+        "is left out; rerun `python -m harness test --target t --tier default`"
     ]
     patch = tmp_path / "patches" / "0002-add-module.patch"
     patch.write_text(patch.read_text().replace("A new module.", "A module."))
     assert warnings_with(f"{taken_at}-dirty") == [
         f"warning: the verdict {verdict} was taken at revision {taken_at}-dirty, "
         "whose patches/series or its patches differ from this checkout's: it "
-        "may be a verdict of another series; rerun `python -m harness test "
-        "--target t --tier default`"
+        "may be a verdict of another series and is left out; rerun `python -m "
+        "harness test --target t --tier default`"
     ]
 
 
@@ -371,7 +375,8 @@ def test_a_part_of_the_series_goes_on_top_of_the_patches_before_it(
 ):
     target = make_target(tmp_path, monkeypatch)
     assert export(tmp_path / "first", "--tier", "strict", "--patches", "1-2") == 0
-    assert export(tmp_path / "second", "--tier", "strict", "--patches", "3") == 0
+    second = ["--tier", "strict", "--patches", "3", "--stacked"]
+    assert export(tmp_path / "second", *second) == 0
     first, second = patches_in(tmp_path / "first"), patches_in(tmp_path / "second")
     assert len(first) == 3 and len(second) == 2  # with their cover letters
 
@@ -424,7 +429,12 @@ def test_a_range_outside_the_series_is_refused_before_any_work(
     code = export(tmp_path / "out", "--tier", "strict", "--patches", patches)
     assert code == ExportError.exit_code
     err = capsys.readouterr().err
-    assert "lists 3 patches; give a range within 1-3" in err.splitlines()[-1]
+    assert err.splitlines()[-1] == (
+        f"error: --patches {patches}: series.strict lists 3 patches (1 "
+        "0001-report-the-parent.patch, 2 0002-add-module.patch, 3 "
+        "0003-drop-old.patch); give a range within 1-3, numbered as the series "
+        "file lists them"
+    )
     assert "harness: copying" not in err
     assert not (tmp_path / "out").exists()
 
@@ -486,3 +496,75 @@ def test_an_rfc_draft_comes_with_an_export_over_the_limit(
     body = (tmp_path / "out" / "pr-body.md").read_text()
     assert "over the 3 lines above which vLLM asks for an RFC issue first" in body
     assert "RFC" in (tmp_path / "out" / "issue-comment.md").read_text()
+
+
+def comparison_results(revision):
+    tree = {"events": 10, "bytes": 1000, "consumers": {}}
+    return {
+        "target": "t",
+        "release": "vLLM t",
+        "revision": revision,
+        "trees": {
+            "pristine": tree,
+            "default": dict(tree, events=12, bytes=1150),
+            "upstream": tree,
+        },
+    }
+
+
+def test_the_comparison_is_quoted_only_where_it_measured_this_tree(
+    tmp_path, monkeypatch, cache, capsys
+):
+    make_target(tmp_path, monkeypatch)
+    write_tree(tmp_path / "patches" / "alternatives", {"up.patch": "upstream\n"})
+    git(tmp_path, "init", "--quiet")
+    git(tmp_path, "add", "--all", ".")
+    git(tmp_path, "commit", "--quiet", "-m", "the series")
+    revision = git(tmp_path, "rev-parse", "--short=7", "HEAD").strip()
+    results = tmp_path / "benchmarks" / "results" / "upstream-designs.json"
+    results.parent.mkdir(parents=True)
+    results.write_text(json.dumps(comparison_results(revision)))
+    texts = ("pr-body.md", "issue-comment.md", "0000-cover-letter.patch")
+
+    def quoted(out, *options):
+        assert export(tmp_path / out, *options) == 0
+        warned = [
+            line
+            for line in capsys.readouterr().err.splitlines()
+            if "the comparison with upstream's design is left out" in line
+        ]
+        found = [
+            "| 12 (+20.0 %) | 1150 (+15.0 %) | 96 |"
+            in (tmp_path / out / name).read_text()
+            for name in texts
+        ]
+        assert len(set(found)) == 1
+        return found[0], warned
+
+    assert quoted("same") == (True, [])
+    # a part's tree is not the tier's: never quoted, nothing to warn of
+    assert quoted("part", "--tier", "strict", "--patches", "1") == (False, [])
+    alternative = tmp_path / "patches" / "alternatives" / "up.patch"
+    alternative.write_text("upstream, revised\n")
+    assert quoted("revised") == (
+        False,
+        [
+            f"warning: benchmarks/results/upstream-designs.json was measured at "
+            f"{revision}, whose benchmark, upstream's design or stream checker "
+            "differ from this checkout's: the comparison with upstream's design "
+            "is left out; rerun benchmarks/upstream_designs.py "
+            "(docs/upstream-designs.md) to quote it"
+        ],
+    )
+    alternative.write_text("upstream\n")
+    patch = tmp_path / "patches" / "0002-add-module.patch"
+    patch.write_text(patch.read_text().replace("A new module.", "A module."))
+    assert quoted("changed") == (
+        False,
+        [
+            f"warning: benchmarks/results/upstream-designs.json was measured at "
+            f"{revision}, whose patches/series or its patches differ from this "
+            "checkout's: the comparison with upstream's design is left out; rerun "
+            "benchmarks/upstream_designs.py (docs/upstream-designs.md) to quote it"
+        ],
+    )

@@ -451,7 +451,10 @@ def test_upstreams_design_is_quoted_beside_the_tier_only(tmp_path):
         "| #44488 + #58121",
     ]
     assert rows[2].endswith("| 5 passed, 1 failed |")
-    assert "| 10 | 100 | 3 | 1 / 1 |" in rows[2]
+    # totals beside the bytes per event, and the change from the release
+    assert "| vLLM t | 10 | 1000 | 100 | 0 |" in rows[0]
+    assert "| this PR | 14 (+40.0 %) | 1400 (+40.0 %) | 100 | 0 |" in rows[1]
+    assert "| 10 (+0.0 %) | 1000 (+0.0 %) | 100 | 3 | 1 / 1 |" in rows[2]
     assert "strict" not in against
     assert (
         "still finds 2 × a partial entry's first registration whose parent "
@@ -476,8 +479,13 @@ def test_upstreams_figures_are_read_only_for_their_target(tmp_path):
 def test_the_comment_and_the_rfc_quote_the_same_measurements(tmp_path):
     sub = full_submission(tmp_path)
     comment = discussion.issue_comment(sub)
-    assert "| reported boundaries (this change) | 14 | 100 | 0 | 0 / 0 |" in comment
-    assert "| #44488 + #58121 | 10 | 100 | 3 | 1 / 1 |" in comment
+    assert (
+        "| reported boundaries (this change) | 14 (+40.0 %) | 1400 (+40.0 %) | 100 "
+        "| 0 | 0 / 0 |"
+    ) in comment
+    assert "| #44488 + #58121 | 10 (+0.0 %) | 1000 (+0.0 %) | 100 | 3 | 1 / 1 |" in (
+        comment
+    )
     assert "what the alternative keeps by adding none" in comment
     assert "1. [Bugfix] Fix it (282 changed lines outside `tests/`)" in comment
     rfc = discussion.rfc_issue(sub, discussion.RFC_SECTIONS)

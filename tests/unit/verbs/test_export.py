@@ -215,3 +215,37 @@ def test_a_patches_option_is_first_and_last(text, found):
     from harness.verbs.export import patch_range
 
     assert patch_range(text) == found
+
+
+def test_a_relative_out_is_taken_from_the_directory_export_runs_in(
+    tmp_path, target, capsys, monkeypatch
+):
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert export("rel/out", "--as", SUBMITTER, REVIEWED) == 0
+    out = tmp_path / "elsewhere" / "rel" / "out"
+    assert (out / "pr-body.md").is_file()
+    said = capsys.readouterr()
+    assert f"--body-file {out / 'pr-body.md'}" in said.out
+    # the long phases say what they do
+    assert "harness: committing it in a scratch repository" in said.err
+    assert "harness: writing the mails and pr-body.md" in said.err
+
+
+@pytest.mark.parametrize("where", ["cache", "cache-trees", "pristine"])
+def test_an_out_inside_the_cache_or_the_pristine_tree_is_refused(
+    tmp_path, target, capsys, cache, where
+):
+    inside = {
+        "cache": cache / "out",
+        "cache-trees": cache / "trees" / "vllm-0.33.0" / "mails",
+        "pristine": tmp_path / "pristine" / "mails",
+    }[where]
+    cache.mkdir(exist_ok=True)
+    before = sorted(path for path in tmp_path.rglob("*") if "tmp" not in path.parts)
+    code = export(inside, "--as", SUBMITTER, REVIEWED)
+    assert code == OutputError.exit_code
+    owner = "the harness cache" if where != "pristine" else "the pristine tree"
+    assert_refused_before_any_work(capsys, inside, code, f"lies inside {owner}")
+    after = sorted(path for path in tmp_path.rglob("*") if "tmp" not in path.parts)
+    assert after == before

@@ -1,0 +1,172 @@
+"""The commits an export makes in its scratch repository, and what is read
+from them: the pristine tree as one commit with a fixed identity and date
+(so that `base-commit:` is the same on every machine), each patch applied
+with `git am --keep-non-patch` and made the submitter's, the lines changed
+outside tests/, the tests the Validation command can name on the branch,
+and the mails (`git format-patch`).
+"""
+
+import re
+import shutil
+from pathlib import Path
+
+from harness.errors import ExportError, OutputError
+from harness.log import progress
+from harness.series.evidence import patch_tests, test_functions
+from harness.series.gitrepo import BASE_COMMIT_DATE, BRANCH, git, message
+from harness.series.model import Series
+from harness.series.submitter import Identity, parse_identity, signed_message
+from harness.targets import Target
+
+SIGNED_OFF_LINE = re.compile(r"^Signed-off-by: .+ <[^>]+@[^>]+>\s*$", re.MULTILINE)
+
+
+def commit_pristine(target: Target, pristine: Path, repo: Path) -> str:
+    """Copy the pristine tree into repo and commit it; return the commit id."""
+    progress(f"copying the pristine tree of {target.name} ({pristine})")
+    try:
+        shutil.copytree(
+            pristine, repo, symlinks=True, ignore=shutil.ignore_patterns(".git")
+        )
+    except OSError as exc:  # shutil.Error too: a disk that fills up, say
+        raise OutputError(f"cannot copy the pristine tree to {repo}: {exc}") from None
+    progress(f"committing it in a scratch repository ({repo.parent})")
+    git(repo, "init", "--quiet", f"--initial-branch={BRANCH}")
+    # --force: the tree's own .gitignore must not keep files out of the base.
+    git(repo, "add", "--all", "--force", ".")
+    fixed_date = {
+        "GIT_AUTHOR_DATE": BASE_COMMIT_DATE,
+        "GIT_COMMITTER_DATE": BASE_COMMIT_DATE,
+    }
+    text = (
+        f"{target.source.release_name()} pristine\n\n"
+        f"Unpacked from {target.source.describe()}.\n"
+    )
+    git(repo, "commit", "--quiet", "--no-verify", "-m", text, env=fixed_date)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def apply_as_commits(
+    repo: Path,
+    series: Series,
+    submitter: Identity,
+    last: int | None = None,
+    skipped: int = 0,
+) -> list[str]:
+    """`git am --keep-non-patch` every patch of the series up to ``last``,
+    leaving out the first ``skipped``, each made the submitter's (author and
+    last sign-off); return the commits."""
+    commits = []
+    for number, entry in enumerate(series.entries[:last], 1):
+        if number <= skipped:
+            continue
+        progress(f"git am [{number}/{len(series.entries)}] {entry.patch}")
+        try:
+            git(
+                repo,
+                "am",
+                "--quiet",
+                "--keep-non-patch",
+                "--committer-date-is-author-date",
+                f"-p{entry.strip}",
+                str(series.patch_path(entry).resolve()),
+            )
+        except ExportError as exc:
+            if skipped:
+                raise ExportError(
+                    f"patch {number} of {series.series_file.name} ({entry.patch}) "
+                    f"does not apply to the pristine tree without the "
+                    f"patch{'es' if skipped > 1 else ''} before it; export it "
+                    f"with --stacked, on top of {'them' if skipped > 1 else 'it'}"
+                ) from None
+            raise ExportError(
+                f"patch {entry.patch} from {series.series_file} does not go in "
+                f"with git am --keep-non-patch: {exc}"
+            ) from None
+        original = message(repo, "HEAD")
+        if not SIGNED_OFF_LINE.search(original):
+            raise ExportError(
+                f"patch {entry.patch} has no 'Signed-off-by: Name <email>' line; "
+                f"upstream requires a DCO sign-off on every commit"
+            )
+        author = parse_identity(git(repo, "log", "-1", "--format=%an <%ae>").strip())
+        author_date = git(repo, "log", "-1", "--format=%aI").strip()
+        git(
+            repo,
+            "commit",
+            "--amend",
+            "--quiet",
+            "--no-verify",
+            "--cleanup=verbatim",
+            f"--author={submitter}",
+            "--file=-",
+            env={"GIT_COMMITTER_DATE": author_date},
+            stdin=signed_message(original, author, submitter),
+        )
+        commits.append(git(repo, "rev-parse", "HEAD").strip())
+    return commits
+
+
+def validation_tests(
+    repo: Path, selection: tuple[str, ...], commits: list[str]
+) -> tuple[str, ...]:
+    """The tests the Validation command names: those of the selection that
+    the exported branch holds (a test another patch adds is left out, or
+    pytest would collect nothing), then each commit's own tests in a file the
+    selection does not name."""
+    kept = [test for test in selection if _on_branch(repo, test)]
+    files = {test.split("::", 1)[0] for test in kept}
+    for commit in commits:
+        for test in patch_tests(repo, commit).node_ids:
+            if test.split("::", 1)[0] not in files and test not in kept:
+                kept.append(test)
+    return tuple(kept)
+
+
+def _on_branch(repo: Path, test: str) -> bool:
+    """Whether the branch holds ``test`` (a path, or path::name[params])."""
+    path, _, name = test.partition("::")
+    try:
+        text = git(repo, "show", f"{BRANCH}:{path}")
+    except ExportError:
+        return False
+    if not name:
+        return True
+    try:
+        return name.split("[", 1)[0] in test_functions(text)
+    except SyntaxError:
+        return False
+
+
+def changed_lines_outside_tests(repo: Path, since: str, until: str) -> int:
+    """Lines added and removed outside tests/ from ``since`` to ``until``, as
+    `git diff --numstat` counts them (binary files left out)."""
+    total = 0
+    for line in git(repo, "diff", "--numstat", since, until).splitlines():
+        added, removed, path = line.split("\t", 2)
+        if not path.startswith("tests/") and added != "-":
+            total += int(added) + int(removed)
+    return total
+
+
+def format_patches(
+    repo: Path, base: str, start: str, mails: Path, submitter: Identity
+) -> None:
+    """The mails of start..BRANCH; a part that follows earlier patches names
+    them as prerequisites (`prerequisite-patch-id:`) after `base-commit:`."""
+    # The cover letter is from the submitter, like the patches.
+    git(
+        repo,
+        "format-patch",
+        "--quiet",
+        "--cover-letter",
+        f"--base={base}",
+        "--subject-prefix=PATCH",
+        "-o",
+        str(mails),
+        f"{start}..{BRANCH}",
+        env={
+            "GIT_COMMITTER_NAME": submitter.name,
+            "GIT_COMMITTER_EMAIL": submitter.email,
+        },
+    )
