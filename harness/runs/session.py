@@ -109,11 +109,8 @@ def capture_until_quiet(
     SIGALRM checks the two conditions and ends the wait by raising
     CaptureOver.
     """
-    from harness.contract.subscribe import (
-        SequenceCheck,
-        subscribe_numbered,
-        with_replay,
-    )
+    from harness.contract.replay import with_replay
+    from harness.contract.subscribe import SequenceCheck, subscribe_numbered
 
     payloads: list[bytes] = []
     sequence = SequenceCheck()

@@ -166,11 +166,11 @@ def check_zmq(args) -> Checked:
     stop signal (Ctrl-C), which ends the stream as the other two do. Gaps are
     filled from --replay where it holds them; a stream joined late is checked
     from its first complete state (`StartPoint`)."""
+    from harness.contract.replay import with_replay
     from harness.contract.subscribe import (
         SequenceCheck,
         StartPoint,
         subscribe_numbered,
-        with_replay,
     )
     from harness.contract.wire import MAX_PAYLOAD_BYTES, decode_batch
     from harness.errors import Stopped, UnreadableStream

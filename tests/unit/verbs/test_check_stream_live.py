@@ -162,12 +162,12 @@ def test_a_replay_buffer_that_no_longer_reaches_back_falls_back_to_a_reset():
 
 
 def test_a_replay_endpoint_that_does_not_answer_is_one_line(monkeypatch):
-    from harness.contract import subscribe
+    from harness.contract import replay as replay_endpoint
 
-    monkeypatch.setattr(subscribe, "REPLAY_WAIT_S", 0.3)
+    monkeypatch.setattr(replay_endpoint, "REPLAY_WAIT_S", 0.3)
     found = []
     with pytest.raises(Exception) as failed:
-        found = subscribe.replay(f"tcp://127.0.0.1:{free_port()}", 0, 3)
+        found = replay_endpoint.replay(f"tcp://127.0.0.1:{free_port()}", 0, 3)
     assert found == []
     assert str(failed.value).startswith("replay endpoint tcp://127.0.0.1:")
     assert "did not answer in 0.3 s" in str(failed.value)
@@ -202,17 +202,17 @@ def flooding_replay(flood: bytes):
 def test_a_replay_endpoint_that_floods_is_stopped_at_the_bound_it_hits(
     monkeypatch, bound, value, hit
 ):
-    from harness.contract import subscribe
+    from harness.contract import replay as replay_endpoint
     from harness.errors import SubscriptionError
 
-    monkeypatch.setattr(subscribe, "REPLAY_WAIT_S", 5.0)
-    monkeypatch.setattr(subscribe, bound, value)
+    monkeypatch.setattr(replay_endpoint, "REPLAY_WAIT_S", 5.0)
+    monkeypatch.setattr(replay_endpoint, bound, value)
     started = time.monotonic()
     with (
         flooding_replay(b"x" * (64 << 10)) as replay,
         pytest.raises(SubscriptionError) as failed,
     ):
-        subscribe.replay(replay, 1, 3)
+        replay_endpoint.replay(replay, 1, 3)
     assert time.monotonic() - started < 5.0 or bound == "REPLAY_WAIT_S"
     line = str(failed.value)
     assert line.startswith(f"replay endpoint {replay} {hit} without ending its ")
@@ -389,10 +389,10 @@ def test_a_message_sent_again_is_named_as_such():
 def test_a_replay_that_stops_without_its_end_marker_is_not_called_a_flood(
     monkeypatch,
 ):
-    from harness.contract import subscribe
+    from harness.contract import replay as replay_endpoint
     from harness.errors import SubscriptionError
 
-    monkeypatch.setattr(subscribe, "REPLAY_WAIT_S", 1.0)
+    monkeypatch.setattr(replay_endpoint, "REPLAY_WAIT_S", 1.0)
     router = zmq.Context.instance().socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
     endpoint = f"tcp://127.0.0.1:{free_port()}"
@@ -406,7 +406,7 @@ def test_a_replay_that_stops_without_its_end_marker_is_not_called_a_flood(
     thread.start()
     try:
         with pytest.raises(SubscriptionError) as failed:
-            subscribe.replay(endpoint, 0, 2)
+            replay_endpoint.replay(endpoint, 0, 2)
     finally:
         thread.join()
         router.close()
