@@ -110,9 +110,32 @@ def measure(config: str, seed: int, ops: int) -> dict:
 REGISTRATIONS = ((128, 1536, 1800), (16, 1536, 4000), (16, 2048, 4000))
 
 
-def registration(hash_block_size: int, block_size: int, tokens: int, repeat: int):
-    import msgspec
-    from vllm.distributed.kv_events import KVEventBatch
+def traced_lines(call, *args) -> int:
+    """The Python lines ``call(*args)`` executes (``sys.settrace``)."""
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "line":
+            count += 1
+        return local
+
+    sys.settrace(lambda frame, event, arg: local)
+    try:
+        call(*args)
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def prompt_registration(
+    hash_block_size: int, block_size: int, tokens: int, events: bool = True
+):
+    """``(fresh, register, evict)`` for one prompt of ``tokens`` tokens:
+    ``fresh()`` is a new pool and the prompt's blocks, ``register(pool,
+    blocks)`` caches them as the scheduler caches a prompt (its full blocks,
+    then its tail as a partial entry at the last hash boundary before the
+    prompt's end), ``evict(pool, blocks)`` frees and evicts them."""
     from vllm.utils.hashing import sha256
     from vllm.v1.core.block_pool import BlockPool
     from vllm.v1.core.kv_cache_utils import init_none_hash
@@ -129,7 +152,7 @@ def registration(hash_block_size: int, block_size: int, tokens: int, repeat: int
             num_gpu_blocks=num_blocks + 1,
             enable_caching=True,
             hash_block_size=hash_block_size,
-            enable_kv_cache_events=True,
+            enable_kv_cache_events=events,
         )
         return pool, pool.get_new_blocks(num_blocks)
 
@@ -143,20 +166,14 @@ def registration(hash_block_size: int, block_size: int, tokens: int, repeat: int
         pool.free_blocks(blocks[::-1])
         pool.evict_blocks({block.block_id for block in blocks})
 
-    def lines(call, *args) -> int:
-        count = 0
+    return fresh, register, evict
 
-        def local(frame, event, arg):
-            nonlocal count
-            if event == "line":
-                count += 1
-            return local
 
-        sys.settrace(lambda frame, event, arg: local)
-        call(*args)
-        sys.settrace(None)
-        return count
+def registration(hash_block_size: int, block_size: int, tokens: int, repeat: int):
+    import msgspec
+    from vllm.distributed.kv_events import KVEventBatch
 
+    fresh, register, evict = prompt_registration(hash_block_size, block_size, tokens)
     encoder = msgspec.msgpack.Encoder()
 
     def wire(events) -> list[int]:
@@ -166,9 +183,9 @@ def registration(hash_block_size: int, block_size: int, tokens: int, repeat: int
     register(warm_pool, warm_blocks)
     evict(warm_pool, warm_blocks)
     pool, blocks = fresh()
-    figures = {"register_lines": lines(register, pool, blocks)}
+    figures = {"register_lines": traced_lines(register, pool, blocks)}
     figures["register"] = wire(pool.take_events())
-    figures["evict_lines"] = lines(evict, pool, blocks)
+    figures["evict_lines"] = traced_lines(evict, pool, blocks)
     figures["evict"] = wire(pool.take_events())
     times = []
     for _ in range(repeat):
