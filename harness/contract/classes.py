@@ -14,14 +14,16 @@ by the pool operation that emitted it:
   whose skipped blocks are announced neither as hashes nor as a parent but
   whose tokens stay in the event (its parent block evicted while in use
   included); or C1 on a partial entry whose cache block starts at a hash the
-  pool does not hold, or which ends its cache block;
+  pool does not hold (in a sliding-window or Mamba group), or which ends its
+  cache block;
 - K5: stores of a hash that was already live (not a violation: the checker
   counts copies; reported so a change shows). In the patched stream the pool
   can cache, as an entry of its own, a boundary an ancestry store made live;
   that is not a second physical copy, so it is counted apart, as the
   ancestry overlap, and K5 keeps the pristine meaning;
 - K6: C1 on a full-attention block's store whose parent block was evicted
-  while in use; K7: K1's, where another group holds a boundary before it.
+  while in use, or on a partial entry's whose cache block start was; K7:
+  K1's, where another group holds a boundary before it.
 
 Anything else is reported under ``RULE:label`` and is never expected.
 """
@@ -156,6 +158,10 @@ def classify(run: Run, violation: Violation) -> str:
     label = run.label(violation)
     kind, _, group_kind = label.partition("@")
     if violation.rule == "C1" and kind in C1_CLASSES:
+        if kind.endswith("-unheld-start") and group_kind not in SPARSE_GROUP_KINDS:
+            # A full-attention block start evicted in use: no hit reaches
+            # past it, so no tier spans the entry's store over it.
+            return "K6"
         return C1_CLASSES[kind]
     if kind.startswith("full"):
         if violation.rule in ("C1", "C3") and group_kind in SPARSE_GROUP_KINDS:
