@@ -13,15 +13,15 @@ by the pool operation that emitted it:
   a group whose full blocks can be null or masked (sliding window, Mamba),
   whose skipped blocks are announced neither as hashes nor as a parent but
   whose tokens stay in the event (its parent block evicted while in use
-  included); or C1 on a partial entry whose cache block starts at a hash the
-  pool does not hold, or which ends its cache block;
+  included); or C1 on a partial entry whose block start the pool does not
+  hold (K6 in full attention), or which ends its cache block;
 - K5: stores of a hash that was already live (not a violation: the checker
   counts copies; reported so a change shows). In the patched stream the pool
   can cache, as an entry of its own, a boundary an ancestry store made live;
   that is not a second physical copy, so it is counted apart, as the
   ancestry overlap, and K5 keeps the pristine meaning;
-- K6: C1 on a full-attention block's store whose parent block was evicted
-  while in use; K7: K1's, where another group holds a boundary before it.
+- K6: C1 on a full-attention store whose parent block (or cache block start,
+  for an entry) was evicted in use; K7: K1's, another group holding a boundary.
 
 Anything else is reported under ``RULE:label`` and is never expected.
 """
@@ -58,9 +58,9 @@ CLASSES = tuple(CLASS_TABLE)
 RULES = tuple(rule for rule in RULE_TABLE if rule not in ("C7", "C8", "C9"))
 SPARSE_GROUP_KINDS = {"sliding_window", "mamba"}
 # Label (before "@") of the call whose entry store is at fault -> class
-# (harness.runs.labeller names the calls). An entry whose cache block starts
-# at a hash the pool does not hold, or that ends its cache block, has nothing
-# live to hang ancestry from: K4, whatever the call.
+# (harness.runs.labeller names the calls). An entry whose block start the pool
+# does not hold, or that ends its cache block, has nothing live to hang
+# ancestry from: K4, whatever the call (but K6 in a full-attention group).
 C1_CLASSES = {
     "partial:first": "K1",
     "partial:replace": "K1",
@@ -155,13 +155,13 @@ def classify(run: Run, violation: Violation) -> str:
         return violation.rule
     label = run.label(violation)
     kind, _, group_kind = label.partition("@")
+    sparse = group_kind in SPARSE_GROUP_KINDS
+    if violation.rule == "C1" and "unheld" in kind and not sparse:
+        return "K6"  # a full-attention block (or block start) evicted in use
     if violation.rule == "C1" and kind in C1_CLASSES:
         return C1_CLASSES[kind]
-    if kind.startswith("full"):
-        if violation.rule in ("C1", "C3") and group_kind in SPARSE_GROUP_KINDS:
-            return "K4"
-        if violation.rule == "C1" and kind == "full-unheld-parent":
-            return "K6"
+    if kind.startswith("full") and violation.rule in ("C1", "C3") and sparse:
+        return "K4"
     return f"{violation.rule}:{label}"
 
 

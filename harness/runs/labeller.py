@@ -146,16 +146,17 @@ class EventLabeller:
         self, request: Any, num_tokens: int, block_size: int, group: int
     ) -> str:
         """Where the entry's ancestry would start, as the pool sees it before
-        the call: "-block-end" for an entry that ends its cache block,
-        "-first-block" inside the first cache block, "-unheld-start" when the
-        pool does not hold the hash at its cache block's start, else ""."""
+        the call: "-unheld-start" when the pool does not hold the hash at its
+        cache block's start (past the first block), "-block-end" for an entry
+        that ends its cache block, "-first-block" inside the first cache
+        block, else ""."""
+        start = (num_tokens - 1) // block_size * block_size
+        if start and not self._pool_holds(request, start, group):
+            return "-unheld-start"
         if num_tokens % block_size == 0:
             return "-block-end"
-        start = (num_tokens - 1) // block_size * block_size
         if start == 0:
             return "-first-block"
-        if not self._pool_holds(request, start, group):
-            return "-unheld-start"
         return ""
 
     def _other_group_holds_a_boundary(

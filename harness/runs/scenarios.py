@@ -6,8 +6,9 @@ the seeded drivers reach only by chance.
 - ``s1-*``: a partial entry whose cache block starts at a hash the pool no
   longer holds, while the boundary before the entry is live as a copy in
   another block (hbs 2, block 12, 18-token prompts; docs/contract.md, class
-  K4). Pristine's store of the entry resolves there; the series must not add
-  a parent that does not.
+  K4 after a Mamba group's null block, K6 after a full-attention block
+  evicted in use). Pristine's store of the entry resolves there; the series
+  must not add a parent that does not.
 
 Every scenario frees its blocks at the end; the runner then evicts
 everything (harness.runs.workloads.run_scenario).
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.runs.compat import replacement
+from harness.runs.compat import replacement, skipping
 from harness.runs.pool_driver import PoolDriver
 from harness.runs.requests import make_request
 
@@ -119,11 +120,11 @@ def null_block_start(pool) -> list[Step]:
     def cache(pool) -> str:
         for request, blocks in ((a, a_blocks), (b, b_blocks)):
             pool.cache_full_blocks(request, blocks, 0, 1, 12, 0)
-        pool.cache_partial_block(a, a_blocks[1], 14, 0, 12)
+        pool.cache_partial_block(a, a_blocks[1], 14, 0, 12, **skipping(pool))
         return "cache-after-null-blocks"
 
     def register(pool) -> str:
-        pool.cache_partial_block(b, b_blocks[1], 16, 0, 12)
+        pool.cache_partial_block(b, b_blocks[1], 16, 0, 12, **skipping(pool))
         return "register-entry-at-16"
 
     def free(pool) -> str:

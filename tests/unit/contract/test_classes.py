@@ -73,7 +73,9 @@ def test_the_classes_and_rules_are_the_registrys():
         ("partial:first-block@full_attention", stored([G[4]], G[2]), "K2"),
         ("partial:promotion@full_attention", stored([H[8]], H[6]), "K3"),
         ("partial:promotion-first-block@mamba", stored([G[4]], G[2]), "K3"),
-        ("partial:first-unheld-start@full_attention", stored([H[8]], H[6]), "K4"),
+        ("partial:first-unheld-start@mamba", stored([H[8]], H[6]), "K4"),
+        # A full-attention block start can only be gone when evicted in use.
+        ("partial:first-unheld-start@full_attention", stored([H[8]], H[6]), "K6"),
         ("partial:replace-block-end@mamba", stored([H[8]], H[6]), "K4"),
         ("full@sliding_window", stored([5], 3, block_size=4), "K4"),
         ("full@mamba", stored([5, 6], None, tokens=[1, 2, 3]), "K4"),
@@ -248,7 +250,7 @@ def test_c7_lets_a_tier_that_fixes_k4_span_a_chain_back():
     """The chain of an entry in a block whose start the pool does not hold
     starts at the block's first boundary, spanning the tokens from the
     nearest block start the pool holds (here the root)."""
-    label = "partial:first-unheld-start@full_attention"
+    label = "partial:first-unheld-start@mamba"
     span = (label, stored([H[6]], None, block_size=6, tokens=TOKENS[:6]))
     entry = (label, ENTRY[1])
     pristine = replay(run_of([entry]))
