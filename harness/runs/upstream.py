@@ -31,7 +31,7 @@ from harness import cache, processes
 from harness.errors import TestRunError, require
 from harness.log import progress
 from harness.targets import Target
-from harness.trees.env import UPSTREAM_ENV, tree_env
+from harness.trees.env import HUB_MODELS, UPSTREAM_ENV, tree_env
 
 # pytest exit codes that still mean "every selected test ran": all passed,
 # some failed.
@@ -223,6 +223,7 @@ def pristine_outcomes(
             "python": platform.python_version(),
             "torch": _installed_version("torch"),
             "env": UPSTREAM_ENV,
+            "hub": HUB_MODELS,
         }
     )
     cached = cache.outcomes(hashlib.sha256(key.encode()).hexdigest())

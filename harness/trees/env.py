@@ -3,7 +3,11 @@
 Every such process (upstream tests, workload workers, the engine, the
 benchmarks' children) imports vLLM from the tree first on PYTHONPATH, on the
 CPU platform, and never reaches for a model hub: tests that need one fail at
-once on both trees instead of retrying the network for minutes.
+once on both trees instead of retrying the network for minutes. The one
+model vLLM's scheduler tests build their configuration from
+(``facebook/opt-125m``, tests/v1/core/utils.py's ``create_scheduler``) is
+given from `HUB_STANDIN`: its public config.json alone, no weights and no
+tokenizer, so that a scheduler test runs offline as it does upstream.
 """
 
 import os
@@ -14,6 +18,16 @@ from harness.trees.cpu_platform import CPU_PLATFORM_VARIABLE
 # The environment of every upstream test run, pristine and patched alike; it
 # is part of the key of cached pristine outcomes.
 UPSTREAM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"}
+
+# A model hub cache (huggingface_hub's layout) holding the config.json of each
+# model vLLM's CPU-runnable core tests name, and nothing else; read only.
+HUB_STANDIN = Path(__file__).resolve().parent / "hub"
+HUB_MODELS = tuple(
+    sorted(
+        path.name.removeprefix("models--").replace("--", "/")
+        for path in HUB_STANDIN.glob("models--*")
+    )
+)
 
 # What every process that produces a KV-event stream for comparison runs
 # with (workload workers, engine sessions, the benchmarks' children): the
@@ -34,12 +48,17 @@ def harness_root() -> Path:
 def tree_env(tree: Path | None, with_harness: bool = True, **extra: str) -> dict:
     """os.environ plus what runs Python in a vLLM tree: the tree first on
     PYTHONPATH, then the harness unless ``with_harness`` is false, the CPU
-    platform and no model hub. With ``tree`` None, the installed vllm (an
-    engine) is used on whatever platform it was built for."""
+    platform and no model hub but `HUB_STANDIN`. With ``tree`` None, the
+    installed vllm (an engine) is used on whatever platform it was built
+    for."""
     paths = [str(tree)] if tree is not None else []
     if with_harness:
         paths.append(str(harness_root()))
-    env = UPSTREAM_ENV if tree is not None else {"HF_HUB_OFFLINE": "1"}
+    env = (
+        {**UPSTREAM_ENV, "HF_HUB_CACHE": str(HUB_STANDIN)}
+        if tree is not None
+        else {"HF_HUB_OFFLINE": "1"}
+    )
     if tree is not None and not selects_cpu_from_env(tree):
         env = {**env, CPU_PLATFORM_VARIABLE: "1"}
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **env, **extra}

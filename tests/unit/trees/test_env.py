@@ -1,12 +1,13 @@
 """The environment of a process inside a vLLM tree: the CPU platform chosen
 the way the tree's own release chooses it, or by the harness's plugin."""
 
+import json
 from pathlib import Path
 
 import pytest
 
 from harness.trees import cpu_platform
-from harness.trees.env import selects_cpu_from_env, tree_env
+from harness.trees.env import HUB_MODELS, selects_cpu_from_env, tree_env
 
 # cpu_platform_plugin() as vLLM 0.27 has it (the installed version decides)
 # and as 0.28 on (VLLM_TARGET_DEVICE decides first).
@@ -62,3 +63,19 @@ def test_the_plugin_declines_unless_switched_on(monkeypatch, value, platform):
     else:
         monkeypatch.setenv(cpu_platform.CPU_PLATFORM_VARIABLE, value)
     assert cpu_platform.cpu_platform() == platform
+
+
+def test_a_tree_runs_offline_with_the_hub_standin_of_the_scheduler_tests_model(
+    tmp_path,
+):
+    """vLLM's scheduler tests build their config from facebook/opt-125m; the
+    stand-in gives its config.json, in the hub's layout, and nothing else."""
+    env = tree_env(tree(tmp_path, FROM_028))
+    assert env["HF_HUB_OFFLINE"] == "1"
+    model = Path(env["HF_HUB_CACHE"]) / "models--facebook--opt-125m"
+    revision = (model / "refs" / "main").read_text()
+    snapshot = model / "snapshots" / revision
+    assert [path.name for path in snapshot.iterdir()] == ["config.json"]
+    assert json.loads((snapshot / "config.json").read_text())["model_type"] == "opt"
+    assert HUB_MODELS == ("facebook/opt-125m",)
+    assert "HF_HUB_CACHE" not in tree_env(None)
