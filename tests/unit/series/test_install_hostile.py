@@ -11,7 +11,6 @@ import sys
 import pytest
 from support.installed import (
     install_release,
-    release_target,
     run_verb,
     snapshot,
 )
@@ -24,15 +23,6 @@ from harness.series.overlay import digest
 INFO = "vllm-9.9.9.dist-info"
 RECEIPT = f"{INFO}/kv-events-series"
 POOL = "vllm/v1/core/block_pool.py"
-
-
-@pytest.fixture
-def site(tmp_path, monkeypatch):
-    release_target(tmp_path, monkeypatch)
-    site = tmp_path / "site"
-    install_release(site)
-    monkeypatch.setenv("PYTHONPATH", str(site))
-    return site
 
 
 def installed(site, capsys):

@@ -10,7 +10,6 @@ import pytest
 from support.installed import (
     install_release,
     refused_line,
-    release_target,
     run_verb,
     snapshot,
 )
@@ -19,16 +18,6 @@ from harness.series.overlay import digest
 
 CORE = "vllm/v1/core"
 INFO = "vllm-9.9.9.dist-info"
-
-
-@pytest.fixture
-def site(tmp_path, monkeypatch):
-    """vllm 9.9.9 installed in tmp_path/site, target t its release."""
-    release_target(tmp_path, monkeypatch)
-    site = tmp_path / "site"
-    install_release(site)
-    monkeypatch.setenv("PYTHONPATH", str(site))
-    return site
 
 
 def receipt_of(site):

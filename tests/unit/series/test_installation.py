@@ -22,16 +22,6 @@ from harness.errors import PackageError
 from harness.series import installation
 
 
-@pytest.fixture
-def site(tmp_path, monkeypatch):
-    """vllm 9.9.9 installed in tmp_path/site, target t its release."""
-    release_target(tmp_path, monkeypatch)
-    site = tmp_path / "site"
-    install_release(site)
-    monkeypatch.setenv("PYTHONPATH", str(site))
-    return site
-
-
 def run(capsys, *args):
     status = cli.main(list(args))
     out, err = capsys.readouterr()
