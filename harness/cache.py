@@ -109,14 +109,14 @@ def lock(name: str) -> Iterator[None]:
             )
             fcntl.flock(descriptor, fcntl.LOCK_EX)
         os.ftruncate(descriptor, 0)
-        os.pwrite(descriptor, _holder().encode("utf-8", "replace"), 0)
+        os.pwrite(descriptor, this_run().encode("utf-8", "replace"), 0)
         yield
     finally:
         os.close(descriptor)  # the lock goes with it
 
 
-def _holder() -> str:
-    """Who holds a lock, as a waiting run shows it."""
+def this_run() -> str:
+    """This run, as one waiting on a lock it holds shows it."""
     command = " ".join(["python -m harness", *sys.argv[1:]])[:300]
     return f"pid {os.getpid()}, {command}, since {time.strftime('%H:%M:%S')}"
 

@@ -30,13 +30,12 @@ its receipt. After a SIGKILL the receipt is there, and `status` and
 import fcntl
 import json
 import os
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 from harness import scratch
+from harness.cache import this_run
 from harness.errors import PackageError
 from harness.log import progress
 from harness.processes import stop_signals_held
@@ -163,7 +162,7 @@ def installation_lock(located: Located, shared: bool = False) -> Iterator[None]:
             with ExitStack() as notes:
                 try:
                     note = notes.enter_context(scratch.directory(info, HOLDER))
-                    (note / HOLDER).write_text(_who() + "\n")
+                    (note / HOLDER).write_text(this_run() + "\n")
                 except OSError as exc:
                     raise PackageError(
                         f"cannot write in {info}: {exc.strerror or exc}; the "
@@ -173,12 +172,6 @@ def installation_lock(located: Located, shared: bool = False) -> Iterator[None]:
     finally:
         del _held[info]
         os.close(descriptor)  # the lock goes with it
-
-
-def _who() -> str:
-    """This run, as a waiting one shows it."""
-    command = " ".join(["python -m harness", *sys.argv[1:]])[:300]
-    return f"pid {os.getpid()}, {command}, since {time.strftime('%H:%M:%S')}"
 
 
 def _holder_of(info: Path) -> str:
