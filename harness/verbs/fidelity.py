@@ -4,6 +4,7 @@ engine's hits, pristine against patched."""
 from pathlib import Path
 
 from harness.consumers import (
+    CONSUMER_NAMES,
     DEFAULT_OPS,
     DEFAULT_PROBES,
     DEFAULT_SEEDS,
@@ -59,10 +60,13 @@ def register(parser) -> None:
         "--router",
         dest="routers",
         action="append",
-        choices=ROUTER_NAMES,
-        help="instead, replay each stream into this real router, at the hash "
-        "and each cache block size (Dynamo's relay and indexer, vllm-router's "
-        "kv_aware; the consumers extra); repeat for several",
+        choices=CONSUMER_NAMES,
+        help="instead, replay each stream into the hash-set and content-tree "
+        "routers (always) and into this consumer, at the hash and each cache "
+        "block size: llm-d-model (llm-d's rules, a model), dynamo (Dynamo's "
+        "relay and indexer) or vllm-router (its kv_aware policy; these two "
+        "need the consumers extra); repeat for several. The table opens with "
+        "'who gains what': tree by consumer",
     )
     parser.set_defaults(run=run, usage_error=parser.error)
 
@@ -102,7 +106,7 @@ def run(args) -> int:
         args.usage_error("--seeds, --ops and --probes take a positive number")
     given = given_trees(args)
     target = get_target(args.target)
-    consumers = args.dynamo or bool(args.routers)
+    consumers = args.dynamo or bool(set(args.routers or ()) & set(ROUTER_NAMES))
     require(
         vllm_requirements(target.name),
         extra("consumers") if consumers else None,

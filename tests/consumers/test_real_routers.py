@@ -17,7 +17,7 @@ import os
 import pytest
 
 from harness.consumers.real_routers import (
-    REFERENCE,
+    CONTENT_TREE,
     measure_routers,
     render,
     render_answers,
@@ -47,7 +47,7 @@ def cells(table, router):
 
 
 def probes_of(table, config, tree) -> int:
-    return table.cells[config, tree, REFERENCE, 0, ""].tally.probes
+    return table.cells[config, tree, CONTENT_TREE, 0, ""].tally.probes
 
 
 @pytest.mark.parametrize("router", ["dynamo", "vllm-router"])
