@@ -38,11 +38,17 @@ The relay learns each group's kind from its stores and filters a removal,
 which carries no kind, by what it learned of the removal's group; so the
 sentinel is stored in a group of its own (`SENTINEL_GROUP`, one no model
 has), and what the relay learns of the engine's groups is the stream's alone.
+
+`register_model` wants a directory; no model asset is read from it. It is a
+harness scratch directory (harness.scratch, `model_directory`), removed when
+the process ends, or by the next run's sweep if the process was killed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import inspect
 import os
 import random
@@ -51,10 +57,12 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from harness import scratch
 from harness.consumers import metrics
 from harness.consumers.dynamo import dynamo_core
 from harness.consumers.publisher import StreamPublisher
@@ -87,6 +95,17 @@ POLL_S = 0.002
 INDEXER_QUIET_S = 0.25
 # How long `_prime` waits for a sentinel store before it sends another.
 PRIME_RESEND_S = 0.5
+
+
+def model_directory() -> str:
+    """A scratch directory for `register_model`, removed when this process
+    ends (a killed run's is swept by the next run that makes one)."""
+    stack = contextlib.ExitStack()
+    path = stack.enter_context(
+        scratch.directory(Path(tempfile.gettempdir()), "dynamo-model")
+    )
+    atexit.register(stack.close)
+    return str(path)
 
 
 def sentinel_store(block_size: int) -> BlockStored:
@@ -134,7 +153,7 @@ class DynamoPlatform:
         # Read by the runtime when it starts: its /metrics server.
         os.environ["DYN_SYSTEM_PORT"] = str(port)
         self.metrics_url = f"http://127.0.0.1:{port}/metrics"
-        self.model_dir = tempfile.mkdtemp(prefix="harness-dynamo-model-")
+        self.model_dir = model_directory()
         self.namespaces = 0
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)

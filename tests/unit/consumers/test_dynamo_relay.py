@@ -1,9 +1,15 @@
 """The Dynamo relay adapter's own parts that need no Dynamo: its settle
-sentinel (tests/consumers runs the relay itself)."""
+sentinel and its model directory (tests/consumers runs the relay itself)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from support.events import removed, stored
 
 from harness.consumers.dynamo_relay import (
+    model_directory,
     sentinel_removal,
     sentinel_store,
 )
@@ -52,3 +58,35 @@ def test_the_sentinel_is_one_block_at_the_routers_block_size():
         None,
     )
     assert sentinel_removal().block_hashes == store.block_hashes
+
+
+def test_the_model_directory_goes_when_the_process_ends():
+    made = subprocess.run(
+        [sys.executable, "-c", _PRINT_IT],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    path = Path(made.stdout.strip())
+    assert path.name.startswith(".harness-scratch-dynamo-model-")
+    assert not path.exists()
+
+
+def test_a_killed_runs_model_directory_is_swept_by_the_next():
+    killed = subprocess.run(
+        [sys.executable, "-c", _PRINT_IT + "; import os; os.kill(os.getpid(), 9)"],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    left = Path(killed.stdout.strip())
+    assert killed.returncode == -9 and left.is_dir()
+    mine = Path(model_directory())
+    assert mine.is_dir() and not left.exists()
+
+
+_PRINT_IT = (
+    "from harness.consumers.dynamo_relay import model_directory; "
+    "print(model_directory(), flush=True)"
+)
