@@ -79,9 +79,24 @@ def block_sizes(start: RunStart) -> dict[int, str]:
     return {size: ", ".join(names) for size, names in sorted(named.items())}
 
 
+def attention_block(start: RunStart) -> int:
+    """The cache block an operator sets a router to: the largest
+    full-attention group's (Dynamo's deployments use the attention block
+    size), else group 0's."""
+    sizes = [
+        size
+        for size, kind in zip(start.block_sizes, start.group_kinds, strict=True)
+        if kind == "full_attention"
+    ]
+    return max(sizes) if sizes else start.block_sizes[0]
+
+
 def choice(size: int, start: RunStart) -> str:
-    """'hash' or 'cache': which block a router block size is."""
-    return "hash" if size == start.hash_block_size else "cache"
+    """Which block a router block size is: 'hash', 'cache' (the attention
+    block, `attention_block`) or 'other' (another group's block)."""
+    if size == start.hash_block_size:
+        return "hash"
+    return "cache" if size == attention_block(start) else "other"
 
 
 def run_real_router(name: str, records, block_size: int) -> RouterRun:
@@ -206,10 +221,14 @@ def matrix_cell(tally: Tally) -> str:
 
 def render_matrix(table: RoutersTable) -> str:
     """Tree by consumer, every config together: exact of all requests,
-    over-predicted requests (tokens over), under-predicted (tokens under)."""
+    over-predicted requests (tokens over), under-predicted (tokens under).
+    A router with a block size to choose is shown at the hash and at the
+    attention cache block, each config once (not at other groups' blocks)."""
     totals = table.totals()
     trees = list(dict.fromkeys(tree for _, _, tree in totals))
-    consumers = list(dict.fromkeys((router, kind) for router, kind, _ in totals))
+    consumers = list(
+        dict.fromkeys((router, kind) for router, kind, _ in totals if kind != "other")
+    )
     lines = [
         _row(["consumer", *trees]),
         _row(["---"] + ["---:"] * len(trees)),

@@ -57,11 +57,11 @@ def test_every_probe_is_answered_at_every_block_size(table, router):
         (config, tree) for config, tree, *_ in table.cells
     }
     for (config, tree, _, size, kind), cell in found.items():
-        assert kind in ("hash", "cache") and size > 0
+        assert kind in ("hash", "cache", "other") and size > 0
         assert cell.tally.probes == probes_of(table, config, tree) > 0
         assert len(cell.runs[0].answers) == cell.tally.probes
     kinds = {key[4] for key in found}
-    assert kinds == {"hash", "cache"}
+    assert {"hash", "cache"} <= kinds
 
 
 def test_dynamos_relay_received_every_event_and_says_what_it_dropped(table):

@@ -108,12 +108,21 @@ def test_the_publisher_waits_for_a_subscription_and_numbers_its_batches():
 
 
 def test_block_sizes_an_operator_would_choose():
-    start = run_start(hash_block_size=16, block_sizes=[64, 16, 64])
+    start = run_start(
+        hash_block_size=16,
+        block_sizes=[64, 16, 64, 256],
+        group_kinds=["full_attention", "full_attention", "mamba", "sliding_window"],
+    )
     assert block_sizes(start) == {
         16: "hash block, group 1 block",
         64: "group 0 block, group 2 block",
+        256: "group 3 block",
     }
-    assert [choice(size, start) for size in (16, 64)] == ["hash", "cache"]
+    assert [choice(size, start) for size in (16, 64, 256)] == [
+        "hash",
+        "cache",
+        "other",
+    ]
 
 
 def test_free_port_stays_below_what_dynamo_reads():
