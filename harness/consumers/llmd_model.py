@@ -7,8 +7,8 @@ tokens re-hashed by ``tokenProcessor.TokensToKVBlockKeys`` from the parent's
 request key; ``pkg/kvevents/engineadapter/vllm_adapter.go``: hashes as
 64-bit integers) and, for the rules its newer releases add (the kind and
 dense checks, a store under an unmappable parent dropped, refcounted
-removal, AllBlocksCleared), from /work/shared/docs/routers-and-upstream.md's
-reading of llm-d-router. What the model does with each event:
+removal, AllBlocksCleared), from a reading of llm-d-router's source noted
+beside this project, not re-read here. What the model does with each event:
 
 - a store of a kind other than full, MLA or sink attention is skipped (no
   kind: attention, as a release before ``kv_cache_spec_kind``);
