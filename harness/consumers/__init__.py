@@ -5,8 +5,8 @@
 - `replay`: the seeded workloads run in a pristine and a patched tree, each
   stream applied to a fresh consumer, rejections counted per cause;
 - `fidelity`: the same workloads with probe requests, the hits a router
-  predicts from each stream against the engine's own (the reference router
-  of harness.contract.router, and Dynamo's tree);
+  predicts from each stream against the engine's own (the content-tree
+  router of harness.contract.router, and Dynamo's tree);
 - `real_routers`: the same probes asked of every consumer: the hash-set and
   the content-tree routers (harness.contract.routers), a model of llm-d's
   rules (`llmd_model`) and real routers through their own code

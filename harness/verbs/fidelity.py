@@ -18,15 +18,18 @@ from harness.verbs import COST, add_target_arguments
 def register(parser) -> None:
     parser.description = (
         "Run the seeded workloads with probe requests in the pristine and the "
-        "patched trees of a target, replay each stream into a reference router "
-        "(vLLM's own lookup rules over what the events make live) and compare "
+        "patched trees of a target, replay each stream into the content-tree "
+        "router (vLLM's own lookup rules over what the events make live, a "
+        "store under a parent it lacks refused) and compare "
         "its predicted hits with the hits the engine's lookup gives: exact, "
         "over- and under-predicted, per config, tree and KV cache group. "
         "--dynamo adds NVIDIA Dynamo's RadixTree (needs the consumers extra, "
         "ai-dynamo-runtime). docs/consumers.md, 'Router fidelity'. Needs "
         "vLLM's requirements (`python -m harness deps`), checked before any "
         f"work. Costs, {COST}: about 3 min with --dynamo and the trees cached, "
-        "0.5 GB of harness cache per target for its trees."
+        "0.5 GB of harness cache per target for its trees. --router measures "
+        "every consumer instead and opens with 'who gains what', tree by "
+        "consumer (docs/consumers.md)."
     )
     add_target_arguments(parser, target_default="main", several_tiers=True)
     parser.add_argument(
