@@ -34,11 +34,21 @@ when everything is applied; `settle` waits until the relay has received
 every event published, then sends a sentinel through the pipeline where the
 harness owns the publisher (a replay), or waits for the indexer's counters
 to stay still where it does not (a real engine's publisher; its docstring).
+The relay learns each group's kind from its stores and filters a removal,
+which carries no kind, by what it learned of the removal's group; so the
+sentinel is stored in a group of its own (`SENTINEL_GROUP`, one no model
+has), and what the relay learns of the engine's groups is the stream's alone.
+
+`register_model` wants a directory; no model asset is read from it. It is a
+harness scratch directory (harness.scratch, `model_directory`), removed when
+the process ends, or by the next run's sweep if the process was killed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import inspect
 import os
 import random
@@ -47,10 +57,12 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from harness import scratch
 from harness.consumers import metrics
 from harness.consumers.dynamo import dynamo_core
 from harness.consumers.publisher import StreamPublisher
@@ -63,6 +75,9 @@ PREFIX = "dynamo_component_"
 # its tokens, and a second hash for the same tokens is not removable).
 SENTINEL_TOKEN = 1 << 30
 SENTINEL_HASH = 0x5E27_1E00_0000_0000
+# The sentinel's own group: a full-attention store there teaches the relay
+# nothing of the groups the engine has (its group 0 may be Mamba).
+SENTINEL_GROUP = 1 << 16
 SENTINEL_LEDGER = (
     "relay received stored",
     "relay accepted stored",
@@ -80,6 +95,30 @@ POLL_S = 0.002
 INDEXER_QUIET_S = 0.25
 # How long `_prime` waits for a sentinel store before it sends another.
 PRIME_RESEND_S = 0.5
+
+
+def model_directory() -> str:
+    """A scratch directory for `register_model`, removed when this process
+    ends (a killed run's is swept by the next run that makes one)."""
+    stack = contextlib.ExitStack()
+    path = stack.enter_context(
+        scratch.directory(Path(tempfile.gettempdir()), "dynamo-model")
+    )
+    atexit.register(stack.close)
+    return str(path)
+
+
+def sentinel_store(block_size: int) -> BlockStored:
+    """The settle sentinel's store: one block of its own tokens, in its own
+    full-attention group (`SENTINEL_GROUP`)."""
+    return BlockStored(
+        [SENTINEL_HASH], None, [SENTINEL_TOKEN] * block_size, block_size, None,
+        "GPU", None, group_idx=SENTINEL_GROUP, kv_cache_spec_kind="full_attention",
+    )  # fmt: skip
+
+
+def sentinel_removal() -> BlockRemoved:
+    return BlockRemoved([SENTINEL_HASH], "GPU", group_idx=SENTINEL_GROUP)
 
 
 def free_port(low: int = 20000, high: int = 32767) -> int:
@@ -114,7 +153,7 @@ class DynamoPlatform:
         # Read by the runtime when it starts: its /metrics server.
         os.environ["DYN_SYSTEM_PORT"] = str(port)
         self.metrics_url = f"http://127.0.0.1:{port}/metrics"
-        self.model_dir = tempfile.mkdtemp(prefix="harness-dynamo-model-")
+        self.model_dir = model_directory()
         self.namespaces = 0
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -227,8 +266,8 @@ class DynamoRelay:
         the relay and not the indexer (seen twice in about 50 relays, a
         store once and a removal once)."""
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
-        store = _encoder.encode(self._sentinel_store())
-        removal = _encoder.encode(BlockRemoved([SENTINEL_HASH], "GPU", group_idx=0))
+        store = _encoder.encode(sentinel_store(self.block_size))
+        removal = _encoder.encode(sentinel_removal())
         for event, scored in ((store, self.block_size), (removal, 0)):
             while not self._resent_until(event, scored):
                 if time.monotonic() > deadline:
@@ -317,25 +356,18 @@ class DynamoRelay:
 
     def settle_on_sentinel(self) -> None:
         """Publish a sentinel store (a block of its own, tokens no prompt has,
-        group 0, the router's block size) and wait until the router scores
-        it, then its removal and wait until it is gone: the relay and the
-        indexer apply a worker's events in order, so everything before is
-        applied. The sentinel's events are taken out of the ledger."""
+        its own group, the router's block size) and wait until the router
+        scores it, then its removal and wait until it is gone: the relay and
+        the indexer apply a worker's events in order, so everything before
+        is applied. The sentinel's events are taken out of the ledger."""
         self.sentinels += 1
         block = self.sentinel_tokens
-        self.source.send([_encoder.encode(self._sentinel_store())])
+        self.source.send([_encoder.encode(sentinel_store(self.block_size))])
         self._wait(lambda: self._scored(block) == self.block_size, "a sentinel store")
         self._remove_sentinel()
 
-    def _sentinel_store(self) -> BlockStored:
-        return BlockStored(
-            [SENTINEL_HASH], None, self.sentinel_tokens, self.block_size,
-            None, "GPU", None, group_idx=0, kv_cache_spec_kind="full_attention",
-        )  # fmt: skip
-
     def _remove_sentinel(self) -> None:
-        removed = BlockRemoved([SENTINEL_HASH], "GPU", group_idx=0)
-        self.source.send([_encoder.encode(removed)])
+        self.source.send([_encoder.encode(sentinel_removal())])
         self._wait(
             lambda: self._scored(self.sentinel_tokens) == 0, "a sentinel removal"
         )

@@ -14,10 +14,10 @@ quiet: the harness waits until its own subscriber has heard nothing for a
 while (engine_stream.QUIET_S), lets each router settle on what that
 subscriber holds, asks each for its prediction of the request's hit, and
 answers "go". What the engine served, ``num_cached_tokens``, comes from the
-session's request log (harness.contract.records.ServedRequest). The
-reference router (harness.contract.routers' `ReferenceRouter`) is asked the
-same after the session, from the batches the harness's subscriber held at
-each gate.
+session's request log (harness.contract.records.ServedRequest). The index
+routers (harness.contract.routers' `HashSetRouter` and `ContentTreeRouter`)
+are asked the same after the session, from the batches the harness's
+subscriber held at each gate.
 
 `routers_end_to_end` runs the session as harness.runs.e2e runs its own: as
 released, then with each tier installed on it; its table is a
@@ -37,9 +37,14 @@ import msgspec
 
 from harness.consumers import real_routers
 from harness.consumers.engine_stream import POLL_MS, EngineStream, Gate
-from harness.consumers.real_routers import REFERENCE, RoutersTable
+from harness.consumers.real_routers import CONTENT_TREE, HASH_SET, RoutersTable
 from harness.contract.records import ServedRequest
-from harness.contract.routers import Answer, ReferenceRouter, RouterRun
+from harness.contract.routers import (
+    Answer,
+    ContentTreeRouter,
+    HashSetRouter,
+    RouterRun,
+)
 from harness.contract.wire import decode_batch
 from harness.log import progress
 from harness.runs.engine import BLOCK_SIZE, HASH_BLOCK_SIZE
@@ -108,7 +113,7 @@ class RoutersSession:
     outlived_leader: list[str]
     survivors: list[str]
     log_tail: str
-    # (router, block size) -> its run; REFERENCE at block size 0
+    # (router, block size) -> its run; the index routers at block size 0
     runs: dict[tuple[str, int], RouterRun] = field(default_factory=dict)
 
 
@@ -148,7 +153,8 @@ def routers_session(
         for adapter in adapters.values():
             adapter.close()
         gate.close()
-    session.runs[REFERENCE, 0] = reference_run(session)
+    for name, make in ((HASH_SET, HashSetRouter), (CONTENT_TREE, ContentTreeRouter)):
+        session.runs[name, 0] = index_run(session, make)
     stream.close()
     return session
 
@@ -223,8 +229,8 @@ def router_run(session: RoutersSession, key, ledger) -> RouterRun:
     return run
 
 
-def reference_run(session: RoutersSession) -> RouterRun:
-    """The reference router over the batches held at each gate."""
+def index_run(session: RoutersSession, make=ContentTreeRouter) -> RouterRun:
+    """An index router (``make``) over the batches held at each gate."""
     stream = session.stream
     batches = [
         decode_batch(payload, f"{session.label} message {index}")
@@ -233,7 +239,7 @@ def reference_run(session: RoutersSession) -> RouterRun:
     run = RouterRun(CONFIG, 0, stream.sequence, stream.events)
     if not batches:
         return run
-    reference = ReferenceRouter(engine_layout(batches))
+    reference = make(engine_layout(batches))
     published = 0
 
     def predicted(asked: Asked, served: ServedRequest) -> int:

@@ -1,7 +1,7 @@
 """Router fidelity per workload config and tree: the `fidelity` verb's table.
 
 Runs the seeded workloads with probes (harness.runs.probes) in the pristine
-tree and in each patched tree, replays each run into the reference router
+tree and in each patched tree, replays each run into the content-tree router
 (harness.contract.fidelity) and, when asked, into NVIDIA Dynamo's RadixTree
 (harness.consumers.dynamo), and counts exact, over- and under-predicted hits
 per config, tree and group (docs/consumers.md, "Router fidelity").
@@ -184,7 +184,7 @@ def measure(
     probes: int = DEFAULT_PROBES,
     dynamo: bool = False,
 ) -> FidelityTable:
-    """Tally the reference router's (and Dynamo's) predictions over every
+    """Tally the content-tree router's (and Dynamo's) predictions over every
     (config, seed) in every tree."""
     table = FidelityTable(seeds, ops, probes)
     for config, name, records, replay in probe_runs(trees, configs, seeds, ops, probes):
@@ -245,5 +245,7 @@ def render(table: FidelityTable) -> str:
             for trees in table.configs.values()
             if tree in trees
         )
-        lines.append(f"{tree}: {refused} stores the reference router could not place")
+        lines.append(
+            f"{tree}: {refused} stores the content-tree router could not place"
+        )
     return "\n".join(lines)

@@ -2,14 +2,17 @@
 
 Each seeded workload run with probes (harness.consumers.fidelity's
 `probe_runs`, every tree of a target) is replayed, by
-harness.contract.routers' `measure`, into the reference router and into
-each real router asked for, once per router block size an operator would
-choose: the hash block size and each group's cache block size
-(`block_sizes`). A real router gets a fresh local publisher
-(harness.consumers.publisher) replaying the run's recorded stream, and a
-fresh instance of itself. The table counts exact, over- and under-predicted
-requests (mean tokens) per config, tree, router and block size; the ledger
-what each router used and dropped of the stream, by its own reasons.
+harness.contract.routers' `measure`, into the two index routers (`HASH_SET`
+and `CONTENT_TREE`, always) and into each other consumer asked for, once
+per router block size an operator would choose: the hash block size and
+each group's cache block size (`block_sizes`). The model of llm-d's rules
+(harness.consumers.llmd_model) runs in this process; a real router gets a
+fresh local publisher (harness.consumers.publisher) replaying the run's
+recorded stream, and a fresh instance of itself. The table counts exact,
+over- and under-predicted requests (mean tokens) per config, tree, router
+and block size; the ledger what each router used and dropped of the stream,
+by its own reasons; `render_matrix` the same per tree and consumer, every
+config together: who gains what.
 """
 
 from __future__ import annotations
@@ -27,12 +30,17 @@ from harness.contract.fidelity import CELL_HEADERS, Tally
 from harness.contract.records import RunStart
 from harness.contract.routers import (
     RouterRun,
+    content_tree_router,
+    hash_set_router,
     measure,
-    reference_router,
     run_layout,
 )
 
-REFERENCE = "reference"
+HASH_SET = "hash-set"
+CONTENT_TREE = "content-tree"
+LLMD_MODEL = "llm-d-model"
+# Measured on every run, once: no block size to choose.
+INDEX_ROUTERS = {HASH_SET: hash_set_router, CONTENT_TREE: content_tree_router}
 
 
 def imported(module: str, name: str):
@@ -46,6 +54,15 @@ def imported(module: str, name: str):
     return make
 
 
+def llmd_model(records, block_size: int):
+    from harness.consumers.llmd_model import LlmdModel
+    from harness.contract.fidelity import layout_of
+
+    return LlmdModel(layout_of(*run_layout(records)), block_size)
+
+
+# name -> factory(recorded run, block size) of an in-process `Router`
+MODELS = {LLMD_MODEL: llmd_model}
 # name -> factory(stream source, block size) of a `Router` with close()
 ROUTERS = {
     "dynamo": imported("harness.consumers.dynamo_relay", "DynamoRelay"),
@@ -62,12 +79,29 @@ def block_sizes(start: RunStart) -> dict[int, str]:
     return {size: ", ".join(names) for size, names in sorted(named.items())}
 
 
+def attention_block(start: RunStart) -> int:
+    """The cache block an operator sets a router to: the largest
+    full-attention group's (Dynamo's deployments use the attention block
+    size), else group 0's."""
+    sizes = [
+        size
+        for size, kind in zip(start.block_sizes, start.group_kinds, strict=True)
+        if kind == "full_attention"
+    ]
+    return max(sizes) if sizes else start.block_sizes[0]
+
+
 def choice(size: int, start: RunStart) -> str:
-    """'hash' or 'cache': which block a router block size is."""
-    return "hash" if size == start.hash_block_size else "cache"
+    """Which block a router block size is: 'hash', 'cache' (the attention
+    block, `attention_block`) or 'other' (another group's block)."""
+    if size == start.hash_block_size:
+        return "hash"
+    return "cache" if size == attention_block(start) else "other"
 
 
 def run_real_router(name: str, records, block_size: int) -> RouterRun:
+    if name in MODELS:
+        return measure(records, MODELS[name](records, block_size))
     with StreamPublisher() as publisher:
         router = ROUTERS[name](publisher, block_size)
         try:
@@ -127,12 +161,11 @@ def measure_routers(
     probes: int = DEFAULT_PROBES,
 ) -> RoutersTable:
     table = RoutersTable(seeds, ops, probes)
-    routers = list(routers)
+    routers = [name for name in routers if name not in INDEX_ROUTERS]
     for config, tree, records, _ in probe_runs(trees, configs, seeds, ops, probes):
         start, _ = run_layout(records)
-        table.add(
-            config, tree, REFERENCE, 0, "", measure(records, reference_router(records))
-        )
+        for name, make in INDEX_ROUTERS.items():
+            table.add(config, tree, name, 0, "", measure(records, make(records)))
         for name in routers:
             for size in block_sizes(start):
                 run = run_real_router(name, records, size)
@@ -154,6 +187,11 @@ def render(table: RoutersTable) -> str:
     lines = [
         caption,
         "",
+        "Who gains what: per tree and consumer, every config together; exact "
+        "requests of all · over-predicted (+tokens) · under-predicted (-tokens).",
+        "",
+        render_matrix(table),
+        "",
         _row(headers),
         _row(["---"] * 4 + ["---:"] * len(CELL_HEADERS)),
     ]
@@ -167,6 +205,45 @@ def render(table: RoutersTable) -> str:
     return "\n".join(lines)
 
 
+def consumer_label(router: str, kind: str) -> str:
+    """A consumer as the matrix names it: the router, and which block size
+    it runs at where it has one to choose."""
+    return f"{router}, {kind} block" if kind else router
+
+
+def matrix_cell(tally: Tally) -> str:
+    """exact requests of all; over n (+tokens); under n (-tokens)."""
+    return (
+        f"{tally.exact}/{tally.probes} · {tally.over} (+{tally.over_tokens}) · "
+        f"{tally.under} (-{tally.under_tokens})"
+    )
+
+
+def render_matrix(table: RoutersTable) -> str:
+    """Tree by consumer, every config together: exact of all requests,
+    over-predicted requests (tokens over), under-predicted (tokens under).
+    A router with a block size to choose is shown at the hash and at the
+    attention cache block, each config once (not at other groups' blocks)."""
+    totals = table.totals()
+    trees = list(dict.fromkeys(tree for _, _, tree in totals))
+    consumers = list(
+        dict.fromkeys((router, kind) for router, kind, _ in totals if kind != "other")
+    )
+    lines = [
+        _row(["consumer", *trees]),
+        _row(["---"] + ["---:"] * len(trees)),
+    ]
+    for router, kind in consumers:
+        cells = [
+            matrix_cell(totals[router, kind, tree].tally)
+            if (router, kind, tree) in totals
+            else "-"
+            for tree in trees
+        ]
+        lines.append(_row([consumer_label(router, kind), *cells]))
+    return "\n".join(lines)
+
+
 def render_ledgers(table: RoutersTable) -> str:
     """Per router and block choice: what it used and dropped, per tree."""
     totals = table.totals()
@@ -175,7 +252,7 @@ def render_ledgers(table: RoutersTable) -> str:
         trees = [tree for r, k, tree in totals if (r, k) == (router, kind)]
         ledgers = {tree: totals[router, kind, tree].ledger for tree in trees}
         names = sorted({name for ledger in ledgers.values() for name in ledger})
-        title = f"{router}, {kind} block size" if kind else router
+        title = consumer_label(router, kind)
         lines += [f"{title}: its own counts, every config together", ""]
         lines += [_row(["count", *trees]), _row(["---"] + ["---:"] * len(trees))]
         events = [str(totals[router, kind, tree].events) for tree in trees]

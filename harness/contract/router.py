@@ -1,12 +1,14 @@
 """A KV-aware router's view of one engine, built from its KV events alone.
 
 `RouterIndex` is what a router can index from the stream: per view
-``(medium, group_idx)`` a multiset of block hashes. A `BlockStored` whose
-parent is not indexed in its view is not indexed at all (Dynamo's radix tree
-refuses it; llm-d keeps it as an orphan that no real prompt reaches); a
-removal of a hash that is not indexed is ignored; `AllBlocksCleared` empties
-every view. Nothing else is assumed of a store: it may carry any number of
-hashes, of any block size.
+``(medium, group_idx)`` a multiset of block hashes. Parent-refusing (the
+default), a `BlockStored` whose parent is not indexed in its view is not
+indexed at all (Dynamo's radix tree refuses it; llm-d drops it); without
+that check (``refuse_orphans=False``) every announced hash is indexed, as a
+router that keeps the multiset of announced hashes does (vllm-router's
+keying, Dynamo's hybrid prototype). A removal of a hash that is not indexed
+is ignored; `AllBlocksCleared` empties every view. Nothing else is assumed
+of a store: it may carry any number of hashes, of any block size.
 
 `predict` turns any such holding, the router's index or a snapshot of the
 pool itself, into the hit the engine would serve a request, by vLLM's own
@@ -101,11 +103,14 @@ class RouterIndex:
     """The hashes a router indexes from the stream, per view (module
     docstring). `refused` counts the stores it could not place;
     `refused_views` holds the views that refused one since the last
-    AllBlocksCleared."""
+    AllBlocksCleared; `orphans` counts the stores it indexed under a parent
+    it did not hold (``refuse_orphans`` False)."""
 
     views: dict[ViewKey, Counter] = field(default_factory=dict)
     refused: int = 0
     refused_views: set[ViewKey] = field(default_factory=set)
+    refuse_orphans: bool = True
+    orphans: int = 0
 
     def apply(self, event: KVCacheEvent) -> None:
         if isinstance(event, AllBlocksCleared):
@@ -117,6 +122,10 @@ class RouterIndex:
         if isinstance(event, BlockStored):
             parent = event.parent_block_hash
             if parent is not None and view[parent] <= 0:
+                if not self.refuse_orphans:
+                    self.orphans += 1
+                    view.update(event.block_hashes)
+                    return
                 self.refused += 1
                 self.refused_views.add(key)
                 return

@@ -1,8 +1,10 @@
 """One loop that measures any KV-aware router against the engine's own hits.
 
 A router, to this loop, is a `Router`: events in, a predicted hit out, and
-its own account of what it used and dropped of the stream. The reference
-router (`ReferenceRouter`: harness.contract.router's index and vLLM's rules),
+its own account of what it used and dropped of the stream. Two routers
+built from harness.contract.router's index and vLLM's own lookup rules
+(`HashSetRouter`: every announced hash, no parent check; `ContentTreeRouter`:
+a store whose parent it does not hold is refused), a model of llm-d's rules,
 Dynamo's relay and indexer and vllm-router's kv_aware policy
 (harness.consumers) are measured by the same `measure`, and an operator
 measures theirs by writing one more adapter.
@@ -139,13 +141,13 @@ def measure(records: Sequence[Record], router: Router) -> RouterRun:
     return run
 
 
-class ReferenceRouter:
-    """harness.contract.router as a `Router`: the index a router can build
+class IndexRouter:
+    """harness.contract.router as a `Router`: the index a router builds
     from the events alone, predicted with vLLM's own rules (combined)."""
 
-    def __init__(self, layout: EngineLayout):
+    def __init__(self, layout: EngineLayout, refuse_orphans: bool):
         self.layout = layout
-        self.index = RouterIndex()
+        self.index = RouterIndex(refuse_orphans=refuse_orphans)
         self.stored = 0
 
     def publish(self, events: list[bytes]) -> None:
@@ -162,16 +164,41 @@ class ReferenceRouter:
         return predict(self.layout, holding, block_hashes, len(token_ids)).combined
 
     def ledger(self) -> Counter:
-        return Counter(
-            {
-                "stores indexed": self.stored - self.index.refused,
-                "stores refused: parent not indexed": self.index.refused,
-            }
-        )
+        indexed = self.stored - self.index.refused
+        ledger = Counter({"stores indexed": indexed})
+        if self.index.refuse_orphans:
+            ledger["stores refused: parent not indexed"] = self.index.refused
+        else:
+            ledger["stores indexed under a parent not indexed"] = self.index.orphans
+        return ledger
 
 
-def reference_router(records: Sequence[Record]) -> ReferenceRouter:
-    return ReferenceRouter(layout_of(*run_layout(records)))
+class HashSetRouter(IndexRouter):
+    """The hash-set router, vLLM's rules: the multiset of announced hashes
+    per ``(medium, group_idx)``, no parent or span check; a request's chain
+    hashes looked up per group kind and composed as vLLM's hybrid
+    coordinator does. What a router that keeps announced hashes does
+    (vllm-router's keying, Dynamo's hybrid prototype)."""
+
+    def __init__(self, layout: EngineLayout):
+        super().__init__(layout, refuse_orphans=False)
+
+
+class ContentTreeRouter(IndexRouter):
+    """The content tree, parent-refusing: the same index and rules, but a
+    store whose parent it does not hold is refused, as a tree keyed by
+    block content must (Dynamo's radix tree, vllm-router's anchors)."""
+
+    def __init__(self, layout: EngineLayout):
+        super().__init__(layout, refuse_orphans=True)
+
+
+def hash_set_router(records: Sequence[Record]) -> HashSetRouter:
+    return HashSetRouter(layout_of(*run_layout(records)))
+
+
+def content_tree_router(records: Sequence[Record]) -> ContentTreeRouter:
+    return ContentTreeRouter(layout_of(*run_layout(records)))
 
 
 def merged_ledger(runs: Iterable[RouterRun]) -> Counter:

@@ -4,6 +4,7 @@ engine's hits, pristine against patched."""
 from pathlib import Path
 
 from harness.consumers import (
+    CONSUMER_NAMES,
     DEFAULT_OPS,
     DEFAULT_PROBES,
     DEFAULT_SEEDS,
@@ -17,15 +18,18 @@ from harness.verbs import COST, add_target_arguments
 def register(parser) -> None:
     parser.description = (
         "Run the seeded workloads with probe requests in the pristine and the "
-        "patched trees of a target, replay each stream into a reference router "
-        "(vLLM's own lookup rules over what the events make live) and compare "
+        "patched trees of a target, replay each stream into the content-tree "
+        "router (vLLM's own lookup rules over what the events make live, a "
+        "store under a parent it lacks refused) and compare "
         "its predicted hits with the hits the engine's lookup gives: exact, "
         "over- and under-predicted, per config, tree and KV cache group. "
         "--dynamo adds NVIDIA Dynamo's RadixTree (needs the consumers extra, "
         "ai-dynamo-runtime). docs/consumers.md, 'Router fidelity'. Needs "
         "vLLM's requirements (`python -m harness deps`), checked before any "
         f"work. Costs, {COST}: about 3 min with --dynamo and the trees cached, "
-        "0.5 GB of harness cache per target for its trees."
+        "0.5 GB of harness cache per target for its trees. --router measures "
+        "every consumer instead and opens with 'who gains what', tree by "
+        "consumer (docs/consumers.md)."
     )
     add_target_arguments(parser, target_default="main", several_tiers=True)
     parser.add_argument(
@@ -59,10 +63,13 @@ def register(parser) -> None:
         "--router",
         dest="routers",
         action="append",
-        choices=ROUTER_NAMES,
-        help="instead, replay each stream into this real router, at the hash "
-        "and each cache block size (Dynamo's relay and indexer, vllm-router's "
-        "kv_aware; the consumers extra); repeat for several",
+        choices=CONSUMER_NAMES,
+        help="instead, replay each stream into the hash-set and content-tree "
+        "routers (always) and into this consumer, at the hash and each cache "
+        "block size: llm-d-model (llm-d's rules, a model), dynamo (Dynamo's "
+        "relay and indexer) or vllm-router (its kv_aware policy; these two "
+        "need the consumers extra); repeat for several. The table opens with "
+        "'who gains what': tree by consumer",
     )
     parser.set_defaults(run=run, usage_error=parser.error)
 
@@ -102,7 +109,7 @@ def run(args) -> int:
         args.usage_error("--seeds, --ops and --probes take a positive number")
     given = given_trees(args)
     target = get_target(args.target)
-    consumers = args.dynamo or bool(args.routers)
+    consumers = args.dynamo or bool(set(args.routers or ()) & set(ROUTER_NAMES))
     require(
         vllm_requirements(target.name),
         extra("consumers") if consumers else None,

@@ -13,7 +13,7 @@ from harness.consumers import ROUTER_NAMES, engine_routers, real_routers
 from harness.consumers.engine_routers import (
     Asked,
     RoutersSession,
-    reference_run,
+    index_run,
     render_requests,
     router_run,
 )
@@ -122,8 +122,8 @@ def test_a_routers_answers_are_bounded_and_paired_with_what_was_served():
     assert [a.verdict for a in run.answers] == ["exact", "exact"]
 
 
-def test_the_reference_router_knows_only_the_batches_held_at_each_gate():
-    run = reference_run(a_session())
+def test_the_content_tree_router_knows_only_the_batches_held_at_each_gate():
+    run = index_run(a_session())
     assert [a.raw for a in run.answers] == [0, 2 * HBS]
     assert run.ledger["stores indexed"] == 1
 
@@ -133,8 +133,8 @@ def test_each_request_is_one_row_with_every_routers_prediction():
     session.runs[("dynamo", BLOCK_SIZE)] = router_run(
         session, ("dynamo", BLOCK_SIZE), Counter()
     )
-    session.runs[("reference", 0)] = reference_run(session)
+    session.runs[("content-tree", 0)] = index_run(session)
     text = render_requests(session)
-    assert f"| engine hit | dynamo {BLOCK_SIZE} | reference |" in text
+    assert f"| engine hit | dynamo {BLOCK_SIZE} | content-tree |" in text
     row = f"| 1 | shared | {3 * HBS} | {2 * HBS} | {2 * HBS} | {2 * HBS} |"
     assert text.splitlines()[-1] == row

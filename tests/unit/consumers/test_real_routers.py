@@ -10,11 +10,18 @@ import msgspec
 import pytest
 import zmq
 from support.events import run_start, stored
+from support.probes import SETUP, START, H, op, probe
 
 from harness.consumers import metrics
 from harness.consumers.dynamo_relay import dynamo_ledger, free_port
 from harness.consumers.publisher import StreamPublisher, batch_payload
-from harness.consumers.real_routers import block_sizes, choice
+from harness.consumers.real_routers import (
+    RoutersTable,
+    block_sizes,
+    choice,
+    render_matrix,
+    run_real_router,
+)
 from harness.consumers.vllm_router import (
     ADVANCED,
     ANSI,
@@ -25,6 +32,8 @@ from harness.consumers.vllm_router import (
     prompt_text,
     rendered,
 )
+from harness.contract.records import ProbeRecord
+from harness.contract.routers import Answer, RouterRun
 from harness.contract.wire import decode_batch
 
 PAGE = """\
@@ -99,12 +108,21 @@ def test_the_publisher_waits_for_a_subscription_and_numbers_its_batches():
 
 
 def test_block_sizes_an_operator_would_choose():
-    start = run_start(hash_block_size=16, block_sizes=[64, 16, 64])
+    start = run_start(
+        hash_block_size=16,
+        block_sizes=[64, 16, 64, 256],
+        group_kinds=["full_attention", "full_attention", "mamba", "sliding_window"],
+    )
     assert block_sizes(start) == {
         16: "hash block, group 1 block",
         64: "group 0 block, group 2 block",
+        256: "group 3 block",
     }
-    assert [choice(size, start) for size in (16, 64)] == ["hash", "cache"]
+    assert [choice(size, start) for size in (16, 64, 256)] == [
+        "hash",
+        "cache",
+        "other",
+    ]
 
 
 def test_free_port_stays_below_what_dynamo_reads():
@@ -183,3 +201,25 @@ def test_the_pinned_router_wheels_are_the_extras_versions():
     ):
         if line and not line.startswith("#"):
             assert len(line.split("--hash=sha256:")[1]) == 64
+
+
+def test_the_llm_d_model_runs_in_process_at_its_canonical_block_size():
+    records = [START, SETUP, op(0, stored([H[2]], None, block_size=6))]
+    records.append(ProbeRecord(0, [probe(12, hit=6)]))
+    assert [a.raw for a in run_real_router("llm-d-model", records, 2).answers] == [6]
+    assert [a.raw for a in run_real_router("llm-d-model", records, 4).answers] == [4]
+
+
+def test_the_matrix_is_tree_by_consumer_in_requests_and_tokens():
+    table = RoutersTable(1, 1, 1)
+    for tree, raw in (("pristine", 4), ("strict", 10)):
+        run = RouterRun("c", 0)
+        run.answers = [Answer.of(0, "prompt", 12, 8, raw, 2)]
+        table.add("c", tree, "llm-d-model", 16, "cache", run)
+        table.add("c", tree, "hash-set", 0, "", run)
+    assert render_matrix(table).splitlines() == [
+        "| consumer | pristine | strict |",
+        "| --- | ---: | ---: |",
+        "| llm-d-model, cache block | 0/1 · 0 (+0) · 1 (-4) | 0/1 · 1 (+2) · 0 (-0) |",
+        "| hash-set | 0/1 · 0 (+0) · 1 (-4) | 0/1 · 1 (+2) · 0 (-0) |",
+    ]

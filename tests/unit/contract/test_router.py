@@ -1,5 +1,5 @@
-"""The reference router: what it indexes from events, and vLLM's lookup rules
-over what it holds."""
+"""The index routers: what they index from events (parent-refusing or every
+announced hash), and vLLM's lookup rules over what they hold."""
 
 import pytest
 from support.events import cleared, removed, stored
@@ -75,6 +75,26 @@ def test_a_store_of_several_hashes_is_placed_whole():
     index.apply(stored([1, 2, 3], None, block_size=4))
     index.apply(stored([4], 3))
     assert all(index.views["GPU", 0][h] == 1 for h in (1, 2, 3, 4))
+
+
+def test_hash_set_index_takes_a_store_under_an_unknown_parent():
+    index = RouterIndex(refuse_orphans=False)
+    index.apply(stored([9], 8))  # parent never seen: indexed all the same
+    assert index.views["GPU", 0][9] == 1
+    assert (index.refused, index.orphans, index.refused_views) == (0, 1, set())
+
+
+def test_hash_set_index_counts_copies_on_removal_and_is_cleared():
+    index = RouterIndex(refuse_orphans=False)
+    index.apply(stored([1], None))
+    index.apply(stored([1], 7))
+    index.apply(removed([1]))
+    assert index.holding("GPU")[0](1)  # one copy left
+    index.apply(removed([1]))
+    assert not index.holding("GPU")[0](1)
+    index.apply(stored([2], 5))
+    index.apply(cleared())
+    assert index.views == {}
 
 
 # -- full attention ---------------------------------------------------------

@@ -9,9 +9,10 @@ from support.probes import SETUP, START, H, op, probe
 from harness.contract.records import ProbeRecord
 from harness.contract.routers import (
     bounded,
+    content_tree_router,
+    hash_set_router,
     measure,
     merged_ledger,
-    reference_router,
 )
 from harness.contract.wire import decode_event
 
@@ -85,15 +86,25 @@ def test_bounded_caps_below_the_prompt_at_the_alignment(
     assert bounded(raw, num_tokens, alignment) == found
 
 
-def test_the_reference_router_is_vllms_rules_over_the_stream():
+def test_the_content_tree_router_is_vllms_rules_over_the_stream():
     # As test_fidelity's replay: under by 4 (the entry's store refused),
     # then over by 2 (an ancestry boundary live, the entry gone).
-    run = measure(RECORDS, reference_router(RECORDS))
+    run = measure(RECORDS, content_tree_router(RECORDS))
     assert [(a.truth, a.predicted) for a in run.answers] == [(10, 6), (6, 8), (6, 6)]
     assert run.ledger == Counter(
         {"stores indexed": 2, "stores refused: parent not indexed": 1}
     )
     assert merged_ledger([run, run])["stores indexed"] == 4
+
+
+def test_the_hash_set_router_indexes_the_store_under_a_parent_it_lacks():
+    # The entry the content tree refuses is announced, so it is held: exact
+    # on the first probe; the same over-prediction after its removal.
+    run = measure(RECORDS, hash_set_router(RECORDS))
+    assert [(a.truth, a.predicted) for a in run.answers] == [(10, 10), (6, 8), (6, 6)]
+    assert run.ledger == Counter(
+        {"stores indexed": 3, "stores indexed under a parent not indexed": 1}
+    )
 
 
 def test_a_run_without_probes_is_refused():

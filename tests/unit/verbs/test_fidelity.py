@@ -4,6 +4,9 @@ is fetched or run."""
 import pytest
 from support.cli import harness
 
+from harness import cli
+from harness.trees import preflight
+
 
 @pytest.mark.parametrize(
     ("args", "message"),
@@ -19,3 +22,17 @@ def test_bad_options_are_refused_before_any_work(args, message):
     assert result.returncode == 2
     assert message in result.stderr
     assert "harness: fidelity:" not in result.stderr  # no workload started
+
+
+@pytest.mark.parametrize(
+    ("router", "needs_wheels"),
+    [("llm-d-model", False), ("hash-set", False), ("dynamo", True)],
+)
+def test_only_the_real_routers_need_the_consumers_extra(
+    tmp_path, monkeypatch, capsys, router, needs_wheels
+):
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(preflight, "VLLM_REQUIREMENTS", ("harness_has_no_torch",))
+    monkeypatch.setitem(preflight.EXTRAS, "consumers", ("harness_has_no_wheels",))
+    assert cli.main(["fidelity", "--router", router]) == 15
+    assert ("harness_has_no_wheels" in capsys.readouterr().err) == needs_wheels
