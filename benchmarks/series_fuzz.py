@@ -256,9 +256,12 @@ class Fuzzer:
         else:
             kind = "first"
         position = self.chain_start(request, num_tokens, group)
-        if not position and kind in ("first", "replace"):
-            if self.other_group_holds_a_boundary(request, num_tokens, group):
-                position = "-shared"
+        if (
+            not position
+            and kind in ("first", "replace")
+            and self.other_group_holds_a_boundary(request, num_tokens, group)
+        ):
+            position = "-shared"
         return f"partial:{kind}{position}"
 
     def other_group_holds_a_boundary(self, request, num_tokens: int, group: int):

@@ -20,7 +20,7 @@ every tree (harness.consumers.fidelity.probe_runs: one worker per tree,
   under it. On a stream without those fields it reads the same events.
 
 For each consumer: the stream checker's findings per rule (C1-C6,
-docs/contract.md) and per class (K1-K5), and the reference router's
+docs/contract.md) and per class (K1-K5), and the content-tree router's
 predictions against the engine's own lookup (harness.contract.fidelity:
 exact, over, under). For each tree: events, their bytes as the tree's
 encoder wrote them, and the baseline's events that the tree does not emit

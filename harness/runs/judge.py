@@ -5,7 +5,7 @@ Router fidelity on a real engine: requests go one at a time, so the stream
 published before a request was sent (the batches stamped earlier than its
 send time, on the same machine's clock) is what a router knew when it routed
 it, and the request's ``num_cached_tokens`` is the hit the engine served.
-The reference router (harness.contract.router) indexes those batches and
+The content-tree router (harness.contract.router) indexes those batches and
 predicts the hit with vLLM's rules for the engine's layout (`engine_layout`).
 """
 

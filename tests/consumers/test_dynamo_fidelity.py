@@ -1,4 +1,4 @@
-"""What Dynamo's RadixTree predicts for a request, beside the reference router.
+"""What Dynamo's RadixTree predicts for a request, beside the content-tree router.
 
 On hand-built events: the seed report's 1800-token case, pristine and with
 the series' ancestry. On the workloads (pristine, default and strict trees of

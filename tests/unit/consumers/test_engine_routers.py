@@ -1,6 +1,6 @@
 """The pieces of the real-engine router session that run without an engine
 or a router: the request gate, the harness's own subscriber, the answers
-paired with what the engine served, the reference router at each gate."""
+paired with what the engine served, the content-tree router at each gate."""
 
 import threading
 from collections import Counter
