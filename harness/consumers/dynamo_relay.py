@@ -65,6 +65,7 @@ import msgspec
 from harness import scratch
 from harness.consumers import metrics
 from harness.consumers.dynamo import dynamo_core
+from harness.consumers.metrics import dynamo_ledger
 from harness.consumers.publisher import StreamPublisher
 from harness.contract.wire import BlockRemoved, BlockStored
 from harness.errors import SubscriptionError
@@ -392,40 +393,3 @@ class DynamoRelay:
     def close(self) -> None:
         self.relay.shutdown()
         self.platform.loop.call_soon_threadsafe(self.serving.cancel)
-
-
-# (metric, label that names the reason, how the ledger names it)
-LEDGER_METRICS = (
-    ("kv_publisher_zmq_events_total", "stage", "relay {stage} {event_type}"),
-    (
-        "kv_publisher_zmq_filtered_events_total",
-        "reason",
-        "relay filtered {event_type}: {reason}",
-    ),
-    (
-        "kv_publisher_zmq_suspicious_events_total",
-        "reason",
-        "relay forwarded {event_type} with no block: {reason}",
-    ),
-    (
-        "kv_publisher_zmq_conversion_issues_total",
-        "reason",
-        "relay could not convert {event_type}: {reason}",
-    ),
-    ("kv_cache_events_applied", "status", "indexer {event_type}: {status}"),
-)
-
-
-def dynamo_ledger(found) -> Counter:
-    """Dynamo's counters of one namespace, by the ledger's names (nonzero)."""
-    ledger = Counter()
-    for name, _, template in LEDGER_METRICS:
-        for labels, value in metrics.select(found, name):
-            if value:
-                ledger[template.format_map(_Labels(labels))] += int(value)
-    return ledger
-
-
-class _Labels(dict):
-    def __missing__(self, key: str) -> str:
-        return "?"

@@ -2,13 +2,15 @@
 
 Dynamo and vllm-router report what they received, filtered and applied of
 the stream as Prometheus counters; the adapters count by the routers' own
-names and labels rather than re-deriving them.
+names and labels rather than re-deriving them; `dynamo_ledger` names
+Dynamo's.
 """
 
 from __future__ import annotations
 
 import re
 import urllib.request
+from collections import Counter
 
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -48,3 +50,41 @@ def total(found, name: str, **labels: str) -> int:
 def fetch(url: str, timeout: float = 10.0) -> str:
     with urllib.request.urlopen(url, timeout=timeout) as response:
         return response.read().decode()
+
+
+# Dynamo's counters the ledger names (harness.consumers.dynamo_relay): (metric,
+# label that names the reason, how the ledger names it)
+LEDGER_METRICS = (
+    ("kv_publisher_zmq_events_total", "stage", "relay {stage} {event_type}"),
+    (
+        "kv_publisher_zmq_filtered_events_total",
+        "reason",
+        "relay filtered {event_type}: {reason}",
+    ),
+    (
+        "kv_publisher_zmq_suspicious_events_total",
+        "reason",
+        "relay forwarded {event_type} with no block: {reason}",
+    ),
+    (
+        "kv_publisher_zmq_conversion_issues_total",
+        "reason",
+        "relay could not convert {event_type}: {reason}",
+    ),
+    ("kv_cache_events_applied", "status", "indexer {event_type}: {status}"),
+)
+
+
+def dynamo_ledger(found) -> Counter:
+    """Dynamo's counters of one namespace, by the ledger's names (nonzero)."""
+    ledger = Counter()
+    for name, _, template in LEDGER_METRICS:
+        for labels, value in select(found, name):
+            if value:
+                ledger[template.format_map(_Labels(labels))] += int(value)
+    return ledger
+
+
+class _Labels(dict):
+    def __missing__(self, key: str) -> str:
+        return "?"

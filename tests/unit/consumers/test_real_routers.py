@@ -13,7 +13,8 @@ from support.events import run_start, stored
 from support.probes import SETUP, START, H, op, probe
 
 from harness.consumers import metrics
-from harness.consumers.dynamo_relay import dynamo_ledger, free_port
+from harness.consumers.dynamo_relay import free_port
+from harness.consumers.metrics import dynamo_ledger
 from harness.consumers.publisher import StreamPublisher, batch_payload
 from harness.consumers.real_routers import (
     RoutersTable,
