@@ -10,14 +10,18 @@ def register(parser) -> None:
         default=None,
         help="the repository to check (default: the checkout the harness runs in)",
     )
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, usage_error=parser.error)
 
 
 def run(args) -> int:
     from harness import checkout
     from harness.series.lint import lint
 
-    findings = lint((args.root or checkout.root()).resolve())
+    try:
+        root = (args.root or checkout.root()).resolve()
+    except (RuntimeError, OSError) as exc:  # a symlink loop (3.11: RuntimeError)
+        args.usage_error(f"--root {args.root}: {exc}")
+    findings = lint(root)
     for note in findings.notes:
         print(f"serieslint: {note}")
     for error in findings.errors:

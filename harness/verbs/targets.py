@@ -29,6 +29,8 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
+    if not args.tests and (args.tree is not None or args.selection != "ci"):
+        args.usage_error("--in and --selection go with --tests TARGET")
     if args.tests:
         from harness.targets import get_target
 

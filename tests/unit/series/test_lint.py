@@ -341,3 +341,14 @@ def test_the_series_is_applied_from_a_cached_sdist_without_a_download(
     assert findings.errors == []
     assert findings.applied == 1
     assert findings.skipped == []
+
+
+def test_a_root_that_loops_is_a_usage_error(tmp_path, capsys):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["lint", "--root", str(loop)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--root {loop}:" in err
+    assert "Traceback" not in err

@@ -42,3 +42,12 @@ def test_tests_in_a_missing_directory_is_a_usage_error(tmp_path, capsys):
         cli.main(["targets", "--tests", "main", "--in", str(tmp_path / "absent")])
     assert stop.value.code == 2
     assert "--in" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [["--in", "."], ["--selection", "full"]])
+def test_an_option_of_tests_without_tests_is_a_usage_error(capsys, extra):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["targets", *extra])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "--in and --selection go with --tests TARGET" in err
