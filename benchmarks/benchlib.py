@@ -188,3 +188,15 @@ def median(values: list[float]) -> float:
 def spread(values: list[float]) -> str:
     """``median (min-max)`` of ratios, three decimals."""
     return f"{median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
+def run_main(args, child, run, report) -> int:
+    """A benchmark's main after its arguments: the child loop when this is a
+    child, else ``run``, its raw figures to ``--json`` if asked, ``report``."""
+    if args.child:
+        return child()
+    result = run(args)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    report(result)
+    return 0

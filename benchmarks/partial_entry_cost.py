@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import shutil
 import sys
 import tempfile
@@ -275,14 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--case", action="append", choices=CASES)
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
-    args = parser.parse_args(argv)
-    if args.child:
-        return child()
-    result = run(args)
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
-    report(result)
-    return 0
+    return benchlib.run_main(parser.parse_args(argv), child, run, report)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import json
 import random
 import shutil
 import sys
@@ -381,13 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args(argv)
-    if args.child:
-        return child()
-    result = run(args)
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
-    report(result, args.top)
-    return 0
+    return benchlib.run_main(args, child, run, lambda result: report(result, args.top))
 
 
 if __name__ == "__main__":
