@@ -27,16 +27,21 @@ def test_default_tier_first_registrations_name_no_unreported_parent(comparisons)
     assert comparison.patched.rejected_by(STORE, FIRST_REGISTRATIONS, STREAM) == 0
 
 
-# A full-attention block's store after a parent evicted in use (class K6):
-# a tier whose stream is the pool's holdings leaves it as released.
-EVICTED_PARENT = "full-unheld-parent@full_attention"
+# A full-attention store after a parent (or, for a partial entry, a cache
+# block start) evicted in use (class K6): a tier whose stream is the pool's
+# holdings leaves it as released.
+EVICTED_PARENT = ("full-unheld-parent@full_attention",) + tuple(
+    f"partial:{kind}-unheld-start@full_attention"
+    for kind in ("first", "replace", "promotion")
+)
 
 
 def test_strict_tier_stores_name_no_unreported_parent(comparisons, target):
     """K1-K4: no store, of a partial entry or of full blocks (the skipped
     blocks of sliding window and Mamba), is refused for a reason the stream
-    causes; a block after an evicted full-attention parent (K6) is refused
-    as often as on the released stream where the tier leaves K6."""
+    causes; a store after an evicted full-attention parent or block start
+    (K6) is refused as often as on the released stream where the tier leaves
+    K6."""
     comparison = comparisons["strict"]
     assert comparison.pristine.rejected_by(STORE, PARTIAL_ENTRIES, STREAM)
     assert comparison.pristine.rejected_by(STORE, "full", STREAM)
