@@ -135,4 +135,5 @@ def test_the_tables_print(outcome, capsys):
     requests = "\n\n".join(render_requests(s) for s in outcome.sessions.values())
     with capsys.disabled():
         print(f"\n{text}\n\n{requests}\nrouters end to end: {outcome.wall_s:.0f} s")
-    assert text.count("| `e2e engine` |") == len(LABELS) * (1 + 2 * len(ROUTER_NAMES))
+    rows = len(INDEX_ROUTERS) + len(BLOCK_SIZES) * len(ROUTER_NAMES)
+    assert text.count("| `e2e engine` |") == len(LABELS) * rows
