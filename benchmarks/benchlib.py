@@ -12,10 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +148,24 @@ class Child:
         self.process.stdin.close()
         self.process.wait()
         self.log_file.close()
+
+
+@contextmanager
+def children(
+    script: Path, trees: dict[str, Path], prefix: str, **env: str
+) -> Iterator[dict[str, Child]]:
+    """A `Child` per tree, each logging into a scratch folder named
+    ``prefix...``; every child closed and the folder removed on the way out."""
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
+    started: dict[str, Child] = {}
+    try:
+        for label, tree in trees.items():
+            started[label] = Child(script, tree, scratch / f"{label}.log", **env)
+        yield started
+    finally:
+        for child in started.values():
+            child.close()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def as_the_engine_runs() -> None:

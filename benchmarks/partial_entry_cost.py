@@ -38,9 +38,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -194,17 +192,12 @@ def run(args) -> dict:
     print(benchlib.machine_line(before), flush=True)
     for label, tree in trees.items():
         print(f"tree {label}: {tree}", flush=True)
-    scratch = Path(tempfile.mkdtemp(prefix="partial-entry-cost-"))
-    children = {
-        label: benchlib.Child(SCRIPT, tree, scratch / f"{label}.log")
-        for label, tree in trees.items()
-    }
     labels = list(trees)
     counted = {label: {} for label in labels}
     times: dict[str, dict[str, list[float]]] = {
         label: {case: [] for case in cases} for label in labels
     }
-    try:
+    with benchlib.children(SCRIPT, trees, "partial-entry-cost-") as children:
         for case in cases:
             for label in labels:
                 counted[label][case] = children[label].ask({"case": case})
@@ -215,10 +208,6 @@ def run(args) -> dict:
                     reply = children[label].ask({"case": case, "repeat": args.repeat})
                     times[label][case].append(reply["us"])
             print(f"round {index + 1}/{args.rounds} done", flush=True)
-    finally:
-        for child_process in children.values():
-            child_process.close()
-        shutil.rmtree(scratch, ignore_errors=True)
     return {
         "machine_before": before,
         "machine_after": benchlib.machine(),

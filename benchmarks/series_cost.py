@@ -37,9 +37,7 @@ import argparse
 import contextlib
 import gc
 import random
-import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -201,15 +199,10 @@ def run(args) -> dict:
         f"{args.rounds} rounds",
         flush=True,
     )
-    scratch = Path(tempfile.mkdtemp(prefix="series-cost-"))
-    children = {
-        label: benchlib.Child(
-            SCRIPT, tree, scratch / f"{label}.log", PYTHONHASHSEED="0"
-        )
-        for label, tree in trees.items()
-    }
     loads = []
-    try:
+    with benchlib.children(
+        SCRIPT, trees, "series-cost-", PYTHONHASHSEED="0"
+    ) as children:
         # Warm up: imports, first-call caches.
         for child_process in children.values():
             for _, events in SETTINGS:
@@ -245,10 +238,6 @@ def run(args) -> dict:
                         f"({time.monotonic() - started:.0f} s)",
                         flush=True,
                     )
-    finally:
-        for child_process in children.values():
-            child_process.close()
-        shutil.rmtree(scratch, ignore_errors=True)
     after = benchlib.machine()
     return {
         "machine_before": before,

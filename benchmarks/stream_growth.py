@@ -38,10 +38,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -223,16 +221,11 @@ def run(args) -> dict:
     print(benchlib.machine_line(before), flush=True)
     for label, tree in trees.items():
         print(f"tree {label}: {tree}", flush=True)
-    scratch = Path(tempfile.mkdtemp(prefix="stream-growth-"))
-    children = {
-        label: benchlib.Child(SCRIPT, tree, scratch / f"{label}.log")
-        for label, tree in trees.items()
-    }
     runs: dict[str, dict[str, list]] = {
         label: {config: [] for config in configs} for label in trees
     }
     registrations: dict[str, dict[str, dict]] = {label: {} for label in trees}
-    try:
+    with benchlib.children(SCRIPT, trees, "stream-growth-") as children:
         for shape in REGISTRATIONS if args.only != "workloads" else ():
             for label, child_process in children.items():
                 registrations[label]["x".join(map(str, shape))] = child_process.ask(
@@ -247,10 +240,6 @@ def run(args) -> dict:
                         )
                     )
             print(f"{config}: {args.seeds} seeds done", flush=True)
-    finally:
-        for child_process in children.values():
-            child_process.close()
-        shutil.rmtree(scratch, ignore_errors=True)
     return {
         "machine_before": before,
         "machine_after": benchlib.machine(),
