@@ -1,4 +1,4 @@
-"""What the default tier's partial-entry ancestry (patch 0001) costs one call
+"""What the default tier's partial-entry ancestry (patch 0004) costs one call
 on the scheduler thread, as a ratio to the released tree (issue 33).
 
     python benchmarks/partial_entry_cost.py [--tree LABEL=PATH ...]
@@ -10,7 +10,7 @@ that stays up for the whole run. The cases:
 
 - ``partial xR`` (R = 4, 16, 48, 128): ``cache_partial_block`` alone, hash
   block 16, cache block 16*R, the first cache block cached, the entry at the
-  second block's last hash boundary (where 0001 reports the most boundaries);
+  second block's last hash boundary (where 0004 reports the most boundaries);
 - ``register HxBxT``: one prompt's registration (its full blocks, then its
   tail), ``stream_growth.py``'s own, at 128x1536x1800, 16x1536x4000,
   16x2048x4000 and 4x4096x8000 (one tail at 4 / 4096 / 8,000 tokens);

@@ -61,7 +61,7 @@ def test_a_tier_that_does_not_fix_k4_leaves_whole_block_stores_as_released(
 
 
 def test_every_group_keeps_every_rule_where_k4_is_fixed(result, k4_fixed):
-    """A tier whose `fixes` include K4 (patch 0004): in the Mamba group too,
+    """A tier whose `fixes` include K4 (patch 0003): in the Mamba group too,
     every store names a parent an earlier event reported and carries exactly
     the tokens of its hashes."""
     groups = result.patched[k4_fixed].by_group
