@@ -27,7 +27,7 @@ encoder wrote them, and the baseline's events that the tree does not emit
 byte for byte in the same operation (C7). ``--tests NAME`` also runs target
 main's CI selection of vLLM's tests in tree NAME, as `python -m harness
 test` runs them. Prints a markdown table; ``--json`` writes the figures for
-harness/series/upstream_designs.py, which quotes them in pr-body.md.
+harness/submission/upstream_designs.py, which quotes them in pr-body.md.
 
 Runs in an environment with vLLM 0.33's requirements (.tox/vllm-main).
 """

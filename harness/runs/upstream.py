@@ -160,7 +160,7 @@ def runnable_in(tree: Path, tests: tuple[str, ...]) -> list[str]:
     not define NAME: a test the series adds is absent from the pristine tree,
     and pytest runs nothing at all when a node id names a test it cannot find.
     Files are passed as given (a missing file is pytest's error to report)."""
-    from harness.series.evidence import test_functions
+    from harness.submission.evidence import test_functions
 
     runnable = []
     for test in tests:

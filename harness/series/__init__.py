@@ -1,1 +1,2 @@
-"""The quilt series: reading it, applying it, linting it, and exporting it."""
+"""The quilt series: reading it, applying it, linting it, and committing it
+onto a checkout."""

@@ -94,10 +94,10 @@ def run(args) -> int:
     from harness.errors import SubmitterError
     from harness.log import progress, warning
     from harness.processes import require_program
-    from harness.series.discussion import ISSUE_COMMENT, RFC_ISSUE
-    from harness.series.mail import export_series
-    from harness.series.related_work import ISSUE
-    from harness.series.submitter import resolve_submitter
+    from harness.submission.discussion import ISSUE_COMMENT, RFC_ISSUE
+    from harness.submission.mail import export_series
+    from harness.submission.related_work import ISSUE
+    from harness.submission.submitter import resolve_submitter
     from harness.targets import get_target
 
     if not args.reviewed:

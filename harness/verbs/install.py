@@ -22,9 +22,9 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
-    from harness.series.installation import installation_lock
+    from harness.installed.installation import installation_lock
+    from harness.installed.installed import locate
     from harness.targets import get_target
-    from harness.trees.installed import locate
 
     target = get_target(args.target)
     located = locate(args.python)
@@ -35,21 +35,21 @@ def run(args) -> int:
 def _install(args, target, located) -> int:
     """The install, under the installation lock: a receipt read here is not
     changed by another run before the files are written."""
-    from harness.log import progress
-    from harness.series.installation import RESTART, install
-    from harness.series.model import load_series
-    from harness.series.overlay import (
+    from harness.installed.installation import RESTART, install
+    from harness.installed.installed import check_recorded, check_release
+    from harness.installed.overlay import (
         check_changes_only,
         prepare_overlay,
         touched_files,
     )
-    from harness.series.receipt import (
+    from harness.installed.receipt import (
         RECEIPT,
         file_states,
         read_receipt,
         receipt_dir,
     )
-    from harness.trees.installed import check_recorded, check_release
+    from harness.log import progress
+    from harness.series.model import load_series
 
     check_release(target, located.dist)
     earlier = read_receipt(located)

@@ -18,8 +18,8 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
-    from harness.series.installation import installation_lock
-    from harness.trees.installed import locate
+    from harness.installed.installation import installation_lock
+    from harness.installed.installed import locate
 
     located = locate(args.python)
     with installation_lock(located, shared=True):
@@ -29,8 +29,8 @@ def run(args) -> int:
 def _status(located) -> int:
     """What the receipt and RECORD say, under the installation lock (shared):
     never a package half-written by an install."""
-    from harness.series.installation import RESTART
-    from harness.series.receipt import (
+    from harness.installed.installation import RESTART
+    from harness.installed.receipt import (
         RECEIPT,
         file_states,
         read_receipt,

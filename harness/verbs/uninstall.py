@@ -17,8 +17,8 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
-    from harness.series.installation import RESTART, uninstall
-    from harness.trees.installed import locate
+    from harness.installed.installation import RESTART, uninstall
+    from harness.installed.installed import locate
 
     located = locate(args.python)
     receipt = uninstall(located)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from harness import cli, targets
-from harness.series.submitter import PROJECT_IDENTITIES
+from harness.submission.submitter import PROJECT_IDENTITIES
 from harness.verdict import Conformance, Verdict
 from support.trees import diff, target_table, use_checkout, write_pins, write_tree
 

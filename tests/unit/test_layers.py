@@ -17,6 +17,8 @@ LAYERS = (
     {"contract", "pins", "tiers", "targets", "cache", "verdict"},
     {"trees"},
     {"series"},
+    {"installed"},
+    {"submission"},
     {"runs"},
     {"consumers"},
     {"verbs"},

@@ -10,10 +10,10 @@ import pytest
 from harness import cli
 from harness.contract.checker import Violation
 from harness.contract.fidelity import Tally
+from harness.installed.overlay import Overlay
 from harness.runs.e2e import EndToEnd, write_report
 from harness.runs.judge import SessionReport
 from harness.runs.session import Session
-from harness.series.overlay import Overlay
 from harness.verbs.ci import E2E_COLUMNS, RELEASE_COLUMNS, e2e_table
 from harness.verdict import Conformance, Verdict
 

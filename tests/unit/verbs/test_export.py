@@ -13,7 +13,7 @@ from support.stopping import checkout_prelude, end_group, start_harness, stop, w
 
 from harness import cli
 from harness.errors import OutputError, SubmitterError
-from harness.series.submitter import PROJECT_IDENTITIES
+from harness.submission.submitter import PROJECT_IDENTITIES
 
 REVIEWED = "--i-reviewed-every-line"
 

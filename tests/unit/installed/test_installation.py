@@ -19,7 +19,7 @@ from support.series import edited
 
 from harness import cli
 from harness.errors import PackageError
-from harness.series import installation
+from harness.installed import installation
 
 
 def run(capsys, *args):
@@ -255,11 +255,11 @@ def test_a_stop_signal_during_the_install_undoes_it_once_held(
 def test_a_killed_install_is_seen_by_status_and_undone_by_uninstall(site, capsys):
     """What a SIGKILL between two files leaves: the receipt and one file."""
     before = snapshot(site)
-    from harness.series.overlay import prepare_overlay
+    from harness.installed.overlay import prepare_overlay
     from harness.targets import get_target
 
     target = get_target("t")
-    from harness.trees.installed import locate
+    from harness.installed.installed import locate
 
     located = locate(sys.executable)
     overlay = prepare_overlay(target, "strict")

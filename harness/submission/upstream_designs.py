@@ -5,7 +5,7 @@ quotes.
 The figures are a file of the checkout, RESULTS, written by the benchmark's
 ``--json``; the body quotes them only for the target they were measured on,
 only where they measured the tree exported (the tier's whole series, at a
-revision with this checkout's series: harness.series.mail checks it), and
+revision with this checkout's series: harness.submission.mail checks it), and
 only the rows of the release, the exported tier and upstream's design, each
 with its totals beside its bytes per event. Nothing here measures: rerun the
 benchmark (its commands are in the doc) when the series changes.
@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from harness import checkout
-from harness.series import pr_prose
+from harness.submission import pr_prose
 
 RESULTS = Path("benchmarks") / "results" / "upstream-designs.json"
 # What the figures depend on besides the series, in the checkout: the

@@ -18,7 +18,7 @@ distribution installed, or one that shadows the installed package.
 
 Every path the harness reads or writes in the package or its .dist-info is
 checked first (`Located.package_file`, `Located.info_file`,
-harness.trees.package_files): a plain path below the site directory (no
+harness.installed.package_files): a plain path below the site directory (no
 ``..``, not absolute) none of whose parts below that directory is a
 symlink. So a ``vllm/v1/core`` linked into the harness cache, a
 ``block_pool.py`` linked elsewhere, or a receipt naming ``../../victim`` is
@@ -35,8 +35,8 @@ from pathlib import Path
 
 from harness import cache, processes
 from harness.errors import PackageError
+from harness.installed.package_files import file_digest, no_link_below, read_record
 from harness.targets import Target
-from harness.trees.package_files import file_digest, no_link_below, read_record
 
 RECORD = "RECORD"
 PACKAGE = "vllm/"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from harness.errors import ExportError, OutputError
 from harness.log import progress
-from harness.series.evidence import patch_tests, test_functions
-from harness.series.gitrepo import BASE_COMMIT_DATE, BRANCH, git, message
 from harness.series.model import Series
-from harness.series.submitter import Identity, parse_identity, signed_message
+from harness.submission.evidence import patch_tests, test_functions
+from harness.submission.gitrepo import BASE_COMMIT_DATE, BRANCH, git, message
+from harness.submission.submitter import Identity, parse_identity, signed_message
 from harness.targets import Target
 
 SIGNED_OFF_LINE = re.compile(r"^Signed-off-by: .+ <[^>]+@[^>]+>\s*$", re.MULTILINE)

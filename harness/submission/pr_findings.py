@@ -1,5 +1,5 @@
 """The pull-request body's numbers: what the verdict, the conformance report
-and the fail-before-fix runs say, in plain words (harness.series.pr_prose)
+and the fail-before-fix runs say, in plain words (harness.submission.pr_prose)
 and with every count read from them.
 
 The conformance report is free-form (keys may be missing or of another
@@ -9,9 +9,9 @@ shape): what it does not hold is left out, never made up.
 import time
 
 from harness.contract import CLASSES, RULES
-from harness.series import pr_prose
-from harness.series.evidence import PatchEvidence
-from harness.series.submission import Submission
+from harness.submission import pr_prose
+from harness.submission.evidence import PatchEvidence
+from harness.submission.submission import Submission
 from harness.verdict import FAILING
 
 # The rules a checker applies to one stream (C7 and C8 compare two trees).

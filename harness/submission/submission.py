@@ -8,12 +8,12 @@ verdict `python -m harness test` wrote for the same target and tier (checked
 before any work: harness.verdict.read_verdict, same target and tier).
 
 What other pull requests do is a fact about them, not about the series:
-harness.series.related_work records it. Which of them the series fixes is
+harness.submission.related_work records it. Which of them the series fixes is
 read from its patches' `Fixes #N` lines. An export may hold part of a tier's
 series (`Part`: a first pull request, or the follow-up to one), and carries
 what was measured on the target's tree: the wire facts of `BlockStored`
-(harness.series.wire_header), the lines the series changes outside tests/,
-and the comparison with upstream's design (harness.series.upstream_designs).
+(harness.submission.wire_header), the lines the series changes outside tests/,
+and the comparison with upstream's design (harness.submission.upstream_designs).
 """
 
 import re
@@ -23,11 +23,11 @@ from pathlib import Path
 
 from harness import cache, processes
 from harness.errors import ExportError, UnreadableInput
-from harness.series.evidence import PatchEvidence, PatchTests
 from harness.series.model import Series
-from harness.series.related_work import ISSUE
-from harness.series.submitter import Identity
-from harness.series.wire_header import WireFacts
+from harness.submission.evidence import PatchEvidence, PatchTests
+from harness.submission.related_work import ISSUE
+from harness.submission.submitter import Identity
+from harness.submission.wire_header import WireFacts
 from harness.targets import SELECTIONS, Target
 from harness.verdict import read_verdict as verdict_file
 
@@ -76,7 +76,7 @@ class Submission:
     wire: WireFacts | None = None
     changed_lines: int | None = None  # outside tests/, by git diff --numstat
     changed_lines_per_commit: tuple[int, ...] | None = None
-    upstream: dict | None = None  # harness.series.upstream_designs
+    upstream: dict | None = None  # harness.submission.upstream_designs
     # The Validation command's tests: those of the target's selection that
     # the exported branch holds, then the commits' own (None: the selection).
     validation_tests: tuple[str, ...] | None = None

@@ -19,8 +19,8 @@ from support.export import (
 from support.trees import diff, write_tree
 
 from harness.errors import ExportError, OutputError, UnreadableInput
-from harness.series import discussion, pr_body, pr_prose
 from harness.series.apply import build_patched_tree
+from harness.submission import discussion, pr_body, pr_prose
 from harness.verdict import Conformance
 
 GIT_IDENTITY = ["-c", "user.name=Test", "-c", "user.email=test@example.org"]

@@ -6,7 +6,7 @@ import pytest
 
 from harness import processes
 from harness.errors import ExportError
-from harness.series import gitrepo
+from harness.submission import gitrepo
 
 
 def test_a_failing_git_is_quoted_at_most_a_few_lines(tmp_path, monkeypatch):

@@ -15,10 +15,10 @@ Submission as the body; nothing here is posted by the harness.
 import re
 from pathlib import Path
 
-from harness.series import pr_body, pr_prose, upstream_designs
-from harness.series.pr_part import own_text
-from harness.series.related_work import ALTERNATIVE, ISSUE
-from harness.series.submission import Submission
+from harness.submission import pr_body, pr_prose, upstream_designs
+from harness.submission.pr_part import own_text
+from harness.submission.related_work import ALTERNATIVE, ISSUE
+from harness.submission.submission import Submission
 
 ISSUE_COMMENT = "issue-comment.md"
 RFC_ISSUE = "rfc-issue.md"

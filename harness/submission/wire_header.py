@@ -10,7 +10,7 @@ declares (14 in vLLM 0.32, 15 in 0.33). The pull-request body states what
 this measures, never a fixed claim.
 
 The measurement runs in a child process (`python -m
-harness.series.wire_header FILE`) that needs only msgspec: it takes the
+harness.submission.wire_header FILE`) that needs only msgspec: it takes the
 event classes out of the file (`KVCacheEvent` and `BlockStored`, with every
 base the file defines), defines them as the file does, encodes a minimal
 store with msgspec's msgpack encoder, then the same store from a subclass

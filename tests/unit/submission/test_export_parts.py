@@ -21,9 +21,9 @@ from support.trees import make_target as tiny_target
 
 from harness import cache
 from harness.errors import ExportError
-from harness.series import discussion, pr_part, pr_prose
-from harness.series.submission import Part, Submission
-from harness.series.submitter import parse_identity
+from harness.submission import discussion, pr_part, pr_prose
+from harness.submission.submission import Part, Submission
+from harness.submission.submitter import parse_identity
 from harness.targets import PathSource
 
 

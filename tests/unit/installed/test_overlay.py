@@ -4,8 +4,8 @@ import pytest
 from support.trees import diff, make_target, write_tree
 
 from harness.errors import SeriesError
+from harness.installed.overlay import check_changes_only, touched_files
 from harness.series.model import Series, SeriesEntry
-from harness.series.overlay import check_changes_only, touched_files
 
 
 def a_series(tmp_path):

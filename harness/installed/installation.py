@@ -1,6 +1,6 @@
 """A tier of the series on an installed vLLM, its receipt, and taking it off.
 
-`install` writes a tier's patched files (harness.series.overlay) over the
+`install` writes a tier's patched files (harness.installed.overlay) over the
 vllm package of a Python environment, `uninstall` puts the released ones
 back, `status` says which is there. Before any file is written each one is
 checked: the installed distribution must be the target's release, every file
@@ -14,7 +14,7 @@ sha256), the pristine files themselves, and a copy of RECORD. Its files are
 added to RECORD, so that ``pip uninstall`` (or a reinstall) removes them with
 the package; `uninstall` needs neither the tier nor the sdist, and restores
 RECORD byte for byte. The receipt is checked as data before anything in it
-is trusted (harness.series.receipt); one that RECORD lists but that is gone, or
+is trusted (harness.installed.receipt); one that RECORD lists but that is gone, or
 files of vllm/ that differ from RECORD with no receipt at all, are refused:
 nothing says what the released files were.
 
@@ -37,10 +37,15 @@ from pathlib import Path
 from harness import scratch
 from harness.cache import this_run
 from harness.errors import PackageError
-from harness.log import progress
-from harness.processes import stop_signals_held
-from harness.series.overlay import Overlay, digest
-from harness.series.receipt import (
+from harness.installed.installed import Located, check_recorded, check_release
+from harness.installed.overlay import Overlay, digest
+from harness.installed.package_files import (
+    file_digest,
+    read_file,
+    read_record,
+    record_line,
+)
+from harness.installed.receipt import (
     PRISTINE,
     RECEIPT,
     RECEIPT_DIR,
@@ -52,9 +57,9 @@ from harness.series.receipt import (
     receipt_file,
     record_mismatches,
 )
+from harness.log import progress
+from harness.processes import stop_signals_held
 from harness.targets import Target
-from harness.trees.installed import Located, check_recorded, check_release
-from harness.trees.package_files import file_digest, read_file, read_record, record_line
 
 RESTART = (
     "restart the engine for this to take effect: a running vLLM keeps the "

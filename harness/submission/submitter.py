@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from harness import processes
 from harness.errors import SubmitterError
-from harness.series.gitrepo import EXPORT_IDENTITY
+from harness.submission.gitrepo import EXPORT_IDENTITY
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ it stands in the series, and only what was measured on its own branch.
 
 import re
 
-from harness.series.submission import Submission
+from harness.submission.submission import Submission
 
 _TRAILER = re.compile(r"^[A-Za-z][\w-]*: \S")
 _REFERENCE_LINE = re.compile(

@@ -3,25 +3,25 @@
 
 The pristine tree is committed into a scratch git repository ("vLLM X
 pristine", with a fixed identity and date so that its id is the same on every
-machine; harness.series.gitrepo, harness.series.commits), and each patch of
+machine; harness.submission.gitrepo, harness.submission.commits), and each patch of
 the tier is applied as a
 commit with `git am --keep-non-patch` (plain `git am` would strip the
 upstream tags such as [Bugfix][KV Events] from the subjects), then made the
-submitter's: their authorship and sign-off (harness.series.submitter). Each
-patch's tests are run without and with its fix (harness.series.evidence).
+submitter's: their authorship and sign-off (harness.submission.submitter). Each
+patch's tests are run without and with its fix (harness.submission.evidence).
 `git format-patch --cover-letter --base=<that commit>` writes the mails; the
-cover letter and pr-body.md carry the same text (harness.series.pr_body),
-written from the same facts (harness.series.submission).
+cover letter and pr-body.md carry the same text (harness.submission.pr_body),
+written from the same facts (harness.submission.submission).
 
 Everything is checked before any work: the output directory can be made
 and lies outside the harness cache and the pristine tree, the series reads,
 the range of patches asked for is in it, the verdict is one, and (for the
 fail-before-fix runs) pytest and the tree's test requirements are installed
-(harness.series.evidence_env). A part of the series (`--patches`) is
+(harness.submission.evidence_env). A part of the series (`--patches`) is
 committed straight onto the pristine tree (a single patch, or `--alone`) or
 on top of the patches before it, whose mails it then names as
 prerequisites; its texts quote only what was measured on its own branch
-(harness.series.pr_part), never the tier's verdict or the comparison with
+(harness.submission.pr_part), never the tier's verdict or the comparison with
 upstream's design, which are quoted only where they measured this tree.
 The output directory appears complete
 or not at all: it is staged next to itself and renamed into place. The
@@ -41,27 +41,27 @@ from pathlib import Path
 from harness import cache, checkout, processes, scratch
 from harness.errors import ExportError, OutputError
 from harness.log import progress
-from harness.series import (
+from harness.series.model import Series, load_series
+from harness.submission import (
     discussion,
     pr_body,
     pr_template,
     upstream_designs,
     wire_header,
 )
-from harness.series.commits import (
+from harness.submission.commits import (
     apply_as_commits,
     changed_lines_outside_tests,
     commit_pristine,
     format_patches,
     validation_tests,
 )
-from harness.series.discussion import issue_comment
-from harness.series.evidence import fail_before_fix, patch_tests
-from harness.series.evidence_env import require_pytest, require_test_environment
-from harness.series.gitrepo import BRANCH, git, message
-from harness.series.model import Series, load_series
-from harness.series.related_work import STALE_AFTER_DAYS, related_work_age
-from harness.series.submission import (
+from harness.submission.discussion import issue_comment
+from harness.submission.evidence import fail_before_fix, patch_tests
+from harness.submission.evidence_env import require_pytest, require_test_environment
+from harness.submission.gitrepo import BRANCH, git, message
+from harness.submission.related_work import STALE_AFTER_DAYS, related_work_age
+from harness.submission.submission import (
     AI_TRAILER,
     Submission,
     another_series,
@@ -69,7 +69,7 @@ from harness.series.submission import (
     patch_range,
     series_part,
 )
-from harness.series.submitter import Identity
+from harness.submission.submitter import Identity
 from harness.targets import Target
 from harness.trees.sources import pristine_tree
 
@@ -103,7 +103,7 @@ def export_series(
     alone: bool | None = None,
 ) -> Export:
     """Write the mails, pr-body.md and the texts to post before it
-    (harness.series.discussion) to out, which must not exist. ``patches``
+    (harness.submission.discussion) to out, which must not exist. ``patches``
     (first, last; 1-based, last None for the end) exports that part of the
     tier's series: ``alone``, committed straight onto the pristine tree,
     else on top of the patches before it (None: alone for a single patch)."""
@@ -284,7 +284,7 @@ def submission_warnings(sub: Submission) -> list[str]:
     age = related_work_age(date.today())
     if age > STALE_AFTER_DAYS:
         warnings.append(
-            f"the related-work record (harness/series/submission.py) was checked "
+            f"the related-work record (harness/submission/submission.py) was checked "
             f"{age} days ago; re-run its duplicate-work checks"
         )
     return warnings

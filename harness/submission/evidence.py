@@ -2,14 +2,14 @@
 with it, as vLLM's pr-checklist asks of a bug fix.
 
 In the export's scratch repository (the pristine tree and one commit per
-patch, harness.series.gitrepo) each patch is checked twice: its test hunks
+patch, harness.submission.gitrepo) each patch is checked twice: its test hunks
 alone on the commit before it (the pristine tree plus the earlier patches),
 then the whole patch. The tests run are the ones the patch adds or changes,
 found by comparing each test file's test functions before and after the
 patch. The commands are recorded as a reviewer would type them on the pull
 request's branch, with pytest's own pass/fail lines as their output.
 
-What the runs need is checked before any work (harness.series.evidence_env).
+What the runs need is checked before any work (harness.submission.evidence_env).
 A run that still cannot collect its tests for want of a module outside the
 tree, or that pytest could not start, ends the export with one line: an
 import error is never written as evidence.
@@ -24,8 +24,8 @@ from pathlib import Path
 from harness import processes
 from harness.errors import ExportError, MissingDependency
 from harness.log import progress
-from harness.series.evidence_env import in_tree
-from harness.series.gitrepo import BRANCH, git, relative_ref
+from harness.submission.evidence_env import in_tree
+from harness.submission.gitrepo import BRANCH, git, relative_ref
 from harness.trees.env import UPSTREAM_ENV, tree_env
 
 # --tb=line: one line per failure, and a collection error's own message (a

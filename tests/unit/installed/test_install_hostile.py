@@ -18,7 +18,7 @@ from support.installed import (
     recorded as record_digest,
 )
 
-from harness.series.overlay import digest
+from harness.installed.overlay import digest
 
 INFO = "vllm-9.9.9.dist-info"
 RECEIPT = f"{INFO}/kv-events-series"

@@ -4,7 +4,7 @@ import pytest
 from support import REPO_ROOT
 
 from harness.errors import SubmitterError
-from harness.series.submitter import (
+from harness.submission.submitter import (
     PROJECT_IDENTITIES,
     Identity,
     parse_identity,

@@ -6,7 +6,7 @@ Each `## ` section's guidance comment is replaced by its content; a section
 without content is left as the template has it, and reported. In the
 checklist an item is ticked only when the fact its phrase names is true; the
 rest is reported. This module knows nothing of the series:
-harness.series.pr_body says what each section holds and which facts are
+harness.submission.pr_body says what each section holds and which facts are
 true.
 """
 

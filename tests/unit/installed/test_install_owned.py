@@ -14,7 +14,7 @@ from support.installed import (
     snapshot,
 )
 
-from harness.series.overlay import digest
+from harness.installed.overlay import digest
 
 CORE = "vllm/v1/core"
 INFO = "vllm-9.9.9.dist-info"
@@ -340,7 +340,7 @@ def harness_process(tmp_path, *args):
 def located_here():
     import sys
 
-    from harness.trees.installed import locate
+    from harness.installed.installed import locate
 
     return locate(sys.executable)
 
@@ -351,7 +351,7 @@ def test_an_install_waits_for_the_one_in_progress_and_names_it(site, tmp_path, c
     stays whole."""
     import time
 
-    from harness.series.installation import installation_lock
+    from harness.installed.installation import installation_lock
 
     with installation_lock(located_here()):
         other = harness_process(
@@ -395,7 +395,7 @@ def test_two_installs_of_different_tiers_at_once_leave_one_whole(
 
 
 def test_status_waits_for_an_install_in_progress(site, tmp_path, capsys):
-    from harness.series.installation import installation_lock
+    from harness.installed.installation import installation_lock
 
     with installation_lock(located_here()):
         other = harness_process(tmp_path, "status")
@@ -413,7 +413,7 @@ def test_status_waits_for_an_install_in_progress(site, tmp_path, capsys):
 def failing_writes(monkeypatch, fails):
     """installation._replace_file failing (EACCES) for each path ``fails``
     says so, once it has been called for the paths before."""
-    from harness.series import installation
+    from harness.installed import installation
 
     replace = installation._replace_file
 
@@ -488,7 +488,7 @@ VERBS = (["install", "--target", "t"], ["status"], ["uninstall"])
 def test_a_python_that_never_answers_is_ended_at_the_timeout(
     site, tmp_path, monkeypatch, capsys
 ):
-    from harness.trees import installed
+    from harness.installed import installed
 
     monkeypatch.setattr(installed, "PROBE_TIMEOUT_S", 1.0)
     python = a_python(tmp_path, "exec sleep 600")

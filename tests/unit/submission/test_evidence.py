@@ -13,8 +13,8 @@ from support.export import (
 from support.trees import diff, write_tree
 
 from harness.errors import MissingDependency
-from harness.series.evidence import patch_tests
-from harness.series.gitrepo import git
+from harness.submission.evidence import patch_tests
+from harness.submission.gitrepo import git
 
 BEFORE = """\
 import pytest

@@ -8,7 +8,7 @@ the export is chosen by the classes it fixes (`design`). Keep each sentence
 true of every series that harness/targets.toml can name.
 """
 
-from harness.series.wire_header import WireFacts
+from harness.submission.wire_header import WireFacts
 
 PROBLEM = (
     "With `hash_block_size` smaller than a KV cache group's `block_size`, the "

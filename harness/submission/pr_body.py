@@ -2,13 +2,13 @@
 the template's checklist facts are true; the cover letter of the mails
 carries the same sections.
 
-Written from a Submission (harness.series.submission): the patches' subjects
+Written from a Submission (harness.submission.submission): the patches' subjects
 and `Fixes` lines, the verdict's numbers, the fail-before-fix runs, the wire
 measurement, the comparison with upstream's design and the related-work
 record. Every number is read from one of those; the prose is
-harness.series.pr_prose's. The sections follow the template's layout (0.32
+harness.submission.pr_prose's. The sections follow the template's layout (0.32
 and later: Overview, Claims, Validation, Details; older releases: Purpose,
-Test Plan, Test Result), which harness.series.pr_template fills. A reviewer
+Test Plan, Test Result), which harness.submission.pr_template fills. A reviewer
 reads the body without the harness: a rule or class is named in plain words,
 and any id of docs/contract.md that a subject or a table still shows is
 explained in a closing legend.
@@ -16,10 +16,10 @@ explained in a closing legend.
 
 import re
 
-from harness.series import pr_findings, pr_prose, pr_template, upstream_designs
-from harness.series.gitrepo import BRANCH
-from harness.series.pr_part import own_text, part_claims, part_note
-from harness.series.related_work import (
+from harness.submission import pr_findings, pr_prose, pr_template, upstream_designs
+from harness.submission.gitrepo import BRANCH
+from harness.submission.pr_part import own_text, part_claims, part_note
+from harness.submission.related_work import (
     ALTERNATIVE,
     CHECK_COMMANDS,
     CHECKED_ON,
@@ -28,7 +28,7 @@ from harness.series.related_work import (
     RELATED_WORK,
     relation,
 )
-from harness.series.submission import Submission
+from harness.submission.submission import Submission
 from harness.trees.env import UPSTREAM_ENV
 
 # vLLM asks for an RFC issue before changes over this many lines (tests,

@@ -6,7 +6,7 @@ from support.export import kv_events_source
 from support.trees import write_tree
 
 from harness.errors import ExportError
-from harness.series.wire_header import KV_EVENTS, WireFacts, event_classes, measure
+from harness.submission.wire_header import KV_EVENTS, WireFacts, event_classes, measure
 
 
 @pytest.mark.parametrize(

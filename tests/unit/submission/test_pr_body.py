@@ -13,17 +13,17 @@ from support.export import (
 from support.trees import make_target as tiny_target
 from support.trees import write_tree
 
-from harness.series import (
+from harness.submission import (
     discussion,
     pr_body,
     pr_prose,
     pr_template,
     upstream_designs,
 )
-from harness.series.evidence import PatchEvidence, PatchTests, TestRun
-from harness.series.submission import Submission
-from harness.series.submitter import parse_identity
-from harness.series.wire_header import KV_EVENTS, WireFacts, measure
+from harness.submission.evidence import PatchEvidence, PatchTests, TestRun
+from harness.submission.submission import Submission
+from harness.submission.submitter import parse_identity
+from harness.submission.wire_header import KV_EVENTS, WireFacts, measure
 from harness.targets import PathSource
 
 OLD_TEMPLATE = """\

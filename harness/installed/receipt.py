@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.errors import PackageError
-from harness.trees.installed import PACKAGE, Located
-from harness.trees.package_files import (
+from harness.installed.installed import PACKAGE, Located
+from harness.installed.package_files import (
     file_digest,
     plain_relative,
     read_file,
