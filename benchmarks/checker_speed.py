@@ -7,7 +7,7 @@ same stream.
 
 The capture (``--capture``, default ``checker-capture.bin`` in the system's
 temporary directory) is made once if it does not exist: the seeded workloads
-of ``harness.runs.drivers`` (every BlockPool and KVCacheManager config, in turn,
+of ``harness.workloads.drivers`` (every BlockPool and KVCacheManager config, in turn,
 seed after seed, ``--ops`` operations and an evict-everything each) run in
 ``--tree`` (default: the harness's cached default-tier tree of target main)
 and their streams, one ``KVEventBatch`` per operation as vLLM's encoder
@@ -64,7 +64,7 @@ def generate(out: Path, events_wanted: int, ops: int) -> dict:
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import init_none_hash
 
-    from harness.runs.drivers import CONFIGS, evict_everything
+    from harness.workloads.drivers import CONFIGS, evict_everything
 
     init_none_hash(sha256)
     encoder = msgspec.msgpack.Encoder()

@@ -38,7 +38,7 @@ import benchlib
 
 def outcomes_cache(target) -> Path | None:
     """The verb's cache file for the pristine outcomes of the ci selection
-    (as harness.runs.upstream.pristine_outcomes keys it)."""
+    (as harness.suites.upstream.pristine_outcomes keys it)."""
     from harness import cache
 
     identity = target.source.identity()

@@ -68,7 +68,7 @@ def partial_alone(ratio: int, events: bool):
     from vllm.v1.core.block_pool import BlockPool
     from vllm.v1.core.kv_cache_utils import init_none_hash
 
-    from harness.runs.requests import make_request
+    from harness.workloads.requests import make_request
 
     init_none_hash(sha256)
     hash_block_size, block_size = 16, 16 * ratio
@@ -104,7 +104,7 @@ def sibling_tails(count: int = 8):
     from vllm.v1.core.block_pool import BlockPool
     from vllm.v1.core.kv_cache_utils import init_none_hash
 
-    from harness.runs.requests import make_request
+    from harness.workloads.requests import make_request
 
     init_none_hash(sha256)
     hash_block_size, block_size, tokens = 4, 4096, 8000

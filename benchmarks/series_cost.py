@@ -11,7 +11,7 @@ that stays up for the whole run, so the trees are interleaved: every round
 asks each child in turn (rotating who goes first) for one pass with events
 off and one with events on (alternating which comes first).
 
-A pass runs every driver of ``harness.runs.drivers.CONFIGS`` (four BlockPool
+A pass runs every driver of ``harness.workloads.drivers.CONFIGS`` (four BlockPool
 configs, three KVCacheManager configs) for each seed: build the driver (not
 timed), then ``--ops`` steps, each followed by ``take_events()`` as the
 engine's scheduler does, then evict everything (timed). Events off builds
@@ -84,7 +84,7 @@ def one_pass(
     configs: list[str], seeds: list[int], ops: int, events: bool, tracer=None
 ) -> dict:
     """Run the mix once; CPU seconds per driver kind and events taken."""
-    from harness.runs.drivers import CONFIGS, evict_everything
+    from harness.workloads.drivers import CONFIGS, evict_everything
 
     seconds: Counter = Counter()
     taken = 0
@@ -184,7 +184,7 @@ SETTINGS = (("off", False), ("on", True))
 
 
 def run(args) -> dict:
-    from harness.runs.drivers import CONFIGS
+    from harness.workloads.drivers import CONFIGS
 
     trees = benchlib.parse_trees(args.tree, ("default", "strict"))
     labels = list(trees)

@@ -71,7 +71,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from harness.runs import compat
+from harness.workloads import compat
 
 SCRIPT = Path(__file__).resolve()
 REPO_ROOT = SCRIPT.parents[1]
@@ -708,8 +708,8 @@ def project() -> SimpleNamespace:
     block, to repoint when the harness moves them."""
     from harness.contract.checker import HashModel, StreamChecker
     from harness.contract.wire import AllBlocksCleared, BlockStored, decode_event
-    from harness.runs.drivers import CONFIGS, evict_everything
-    from harness.runs.labeller import EventLabeller
+    from harness.workloads.drivers import CONFIGS, evict_everything
+    from harness.workloads.labeller import EventLabeller
 
     return SimpleNamespace(
         AllBlocksCleared=AllBlocksCleared,

@@ -9,7 +9,7 @@ registration costs.
 
 The first tree is the baseline (default: the harness's cached trees of target
 main, pristine, default and strict). Each tree runs the BlockPool drivers of
-``harness.runs.workloads`` (pool-128x1536, pool-2x6, pool-4x12, pool-16x64) in a
+``harness.workloads.workloads`` (pool-128x1536, pool-2x6, pool-4x12, pool-16x64) in a
 child process of its own: per seed, ``--ops`` seeded operations and then one
 that evicts everything, the events taken after each operation and encoded as
 the engine's publisher does (one ``KVEventBatch`` per operation that emitted
@@ -59,8 +59,8 @@ def measure(config: str, seed: int, ops: int) -> dict:
     import msgspec
     from vllm.distributed.kv_events import BlockRemoved, BlockStored, KVEventBatch
 
-    from harness.runs.drivers import evict_everything
-    from harness.runs.workloads import build
+    from harness.workloads.drivers import evict_everything
+    from harness.workloads.workloads import build
 
     driver, labeller = build(config, seed)
     take = driver.pool.take_events
@@ -137,7 +137,7 @@ def prompt_registration(
     from vllm.v1.core.block_pool import BlockPool
     from vllm.v1.core.kv_cache_utils import init_none_hash
 
-    from harness.runs.requests import make_request
+    from harness.workloads.requests import make_request
 
     init_none_hash(sha256)
     request = make_request("prompt", list(range(tokens)), hash_block_size)

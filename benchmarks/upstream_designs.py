@@ -50,7 +50,7 @@ from harness.contract.classes import matched_events, replay
 from harness.contract.fidelity import Tally, replay_probes
 from harness.contract.records import EventRecord, OpRecord, Record
 from harness.contract.wire import BlockStored, ExternalBlockHash
-from harness.runs.drivers import CONFIGS
+from harness.workloads.drivers import CONFIGS
 
 CONSUMERS = ("ignoring", "reading")
 RULES = ("C1", "C2", "C3", "C4", "C5", "C6")
@@ -182,7 +182,7 @@ def measure(trees, configs, seeds, ops, probes) -> dict[str, TreeFigures]:
 
 
 def run_tests(tree: Path, name: str) -> dict[str, int]:
-    from harness.runs.upstream import run_upstream
+    from harness.suites.upstream import run_upstream
     from harness.targets import get_target
 
     outcomes = run_upstream(tree, get_target("main").selection("ci"), "2", name)

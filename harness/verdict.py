@@ -98,7 +98,7 @@ class Verdict:
     conformance: Conformance
     wall_seconds: float
     # Where and when it was taken: date (UTC), the checkout's revision, the
-    # machine (`harness.runs.provenance`); empty in reports from before it.
+    # machine (`harness.suites.provenance`); empty in reports from before it.
     provenance: dict[str, str] = field(default_factory=dict)
 
     @cached_property

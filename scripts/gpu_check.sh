@@ -99,7 +99,7 @@ set +e
 import sys
 from pathlib import Path
 
-from harness.runs.upstream import read_junit
+from harness.suites.upstream import read_junit
 from harness.verdict import compare, tally
 
 reports = [Path(name) for name in sys.argv[1:3]]

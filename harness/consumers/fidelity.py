@@ -1,6 +1,6 @@
 """Router fidelity per workload config and tree: the `fidelity` verb's table.
 
-Runs the seeded workloads with probes (harness.runs.probes) in the pristine
+Runs the seeded workloads with probes (harness.workloads.probes) in the pristine
 tree and in each patched tree, replays each run into the content-tree router
 (harness.contract.fidelity) and, when asked, into NVIDIA Dynamo's RadixTree
 (harness.consumers.dynamo), and counts exact, over- and under-predicted hits
@@ -28,8 +28,8 @@ from harness.contract.records import OpRecord, ProbeRecord, Record, read_records
 from harness.contract.router import EngineLayout
 from harness.contract.wire import decode_event
 from harness.log import progress
-from harness.runs.worker import TreeWorker
-from harness.runs.workloads import WORKER_COMMAND
+from harness.workloads.worker import TreeWorker
+from harness.workloads.workloads import WORKER_COMMAND
 
 COMBINED = "combined"
 

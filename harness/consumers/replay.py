@@ -24,13 +24,13 @@ from harness.contract.classes import matched_events
 from harness.contract.records import OpRecord, Record, RunEnd, read_records
 from harness.contract.wire import BlockRemoved, BlockStored, KVCacheEvent, decode_event
 from harness.log import progress
-from harness.runs.drivers import CONFIGS
-from harness.runs.scenarios import SEED_EXAMPLE
-from harness.runs.worker import TreeWorker
-from harness.runs.workloads import WORKER_COMMAND
 from harness.series.apply import cached_patched_tree
 from harness.targets import get_target
 from harness.trees.sources import pristine_tree
+from harness.workloads.drivers import CONFIGS
+from harness.workloads.scenarios import SEED_EXAMPLE
+from harness.workloads.worker import TreeWorker
+from harness.workloads.workloads import WORKER_COMMAND
 
 STORE, REMOVAL = "store", "removal"
 # Why an event was rejected: the stream breaks the contract at it, or the

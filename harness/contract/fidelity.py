@@ -1,7 +1,7 @@
 """Router fidelity: how well a router that indexes the stream predicts the
 hits the engine really serves.
 
-A workload run with probes (harness.runs.probes) records, at each quiet
+A workload run with probes (harness.workloads.probes) records, at each quiet
 point, requests looked up in the engine's own cache. `replay_probes` replays
 the run's events into a `RouterIndex` and, at each quiet point, sets the
 router's prediction for every probe (harness.contract.router) beside the

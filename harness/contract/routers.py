@@ -10,7 +10,7 @@ Dynamo's relay and indexer and vllm-router's kv_aware policy
 measures theirs by writing one more adapter.
 
 `measure` replays a workload run recorded with probes
-(harness.runs.probes): each operation's events are one batch, as the
+(harness.workloads.probes): each operation's events are one batch, as the
 engine's publisher sends them after a step; at each quiet point the router
 is let settle (everything published applied), then asked each probe. The
 truth is the engine's own hit at that point (``Probe.hit``, every group

@@ -27,7 +27,9 @@ INPUTS = (
     "patches/alternatives",
     "harness/contract",
     "harness/consumers",
-    "harness/runs",
+    "harness/suites",
+    "harness/workloads",
+    "harness/engine",
 )
 BASELINE, UPSTREAM = "pristine", "upstream"
 CONSUMERS = ("ignoring", "reading")

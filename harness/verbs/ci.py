@@ -119,7 +119,7 @@ def matrix(targets: dict[str, Target]) -> dict:
 def e2e_matrix(targets: dict[str, Target]) -> dict:
     """The e2e-TARGET environments for CI: every target with a CPU wheel but
     the one `tox -e e2e` runs (DEFAULT_TARGET, in the checks job)."""
-    from harness.runs.engine import DEFAULT_TARGET
+    from harness.engine.engine import DEFAULT_TARGET
 
     return {
         "include": [
@@ -245,7 +245,7 @@ def releases_table(verdicts) -> str:
     return "\n".join(lines)
 
 
-# A row per session of an e2e report (harness.runs.e2e): what the stream
+# A row per session of an e2e report (harness.engine.e2e): what the stream
 # checker counted, the router fidelity, and where the run was taken.
 E2E_COLUMNS = (
     "target",

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from harness.consumers import ROUTER_NAMES
-from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET
+from harness.engine.engine import DEFAULT_DTYPE, DEFAULT_TARGET
 from harness.targets import WHEELS
 from harness.verbs import COST
 
@@ -147,7 +147,7 @@ def require_engine(target: str, *extras: str) -> None:
 
 def run(args) -> int:
     from harness import cache
-    from harness.runs.e2e import check_report_path, end_to_end, write_report
+    from harness.engine.e2e import check_report_path, end_to_end, write_report
 
     require_engine(args.target, "capture")
     report = args.report or cache.e2e_report(args.target)
@@ -181,7 +181,7 @@ def dynamo_relay(args) -> int:
 
 
 def engine_session(args) -> int:
-    from harness.runs.engine import engine_session
+    from harness.engine.engine import engine_session
 
     engine_session(
         args.model,
@@ -197,7 +197,7 @@ def engine_session(args) -> int:
 
 
 def engine_dtype(args) -> int:
-    from harness.runs.engine import engine_dtype
+    from harness.engine.engine import engine_dtype
 
     print(engine_dtype(args.dtype))
     return 0

@@ -10,9 +10,9 @@ from harness.consumers import (
     DEFAULT_SEEDS,
     ROUTER_NAMES,
 )
-from harness.runs.drivers import CONFIGS
 from harness.targets import TIERS
 from harness.verbs import COST, add_target_arguments
+from harness.workloads.drivers import CONFIGS
 
 
 def register(parser) -> None:

@@ -38,7 +38,7 @@ def run(args) -> int:
         if args.tree is not None:
             from pathlib import Path
 
-            from harness.runs.upstream import runnable_in
+            from harness.suites.upstream import runnable_in
 
             tree = Path(args.tree)
             if not tree.is_dir():

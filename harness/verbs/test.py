@@ -57,10 +57,10 @@ def register(parser) -> None:
 def run(args) -> int:
     from harness import cache
     from harness.log import progress
-    from harness.runs.conformance import run_conformance
-    from harness.runs.provenance import provenance
-    from harness.runs.upstream import pristine_outcomes, run_upstream
     from harness.series.apply import cached_patched_tree
+    from harness.suites.conformance import run_conformance
+    from harness.suites.provenance import provenance
+    from harness.suites.upstream import pristine_outcomes, run_upstream
     from harness.targets import get_target
     from harness.trees.preflight import extra, require, vllm_requirements
     from harness.trees.sources import pristine_tree

@@ -15,9 +15,9 @@ import os
 import sys
 from pathlib import Path
 
-from harness.runs.drivers import CONFIGS
-from harness.runs.scenarios import SCENARIOS
 from harness.verbs import positive_int, whole_number
+from harness.workloads.drivers import CONFIGS
+from harness.workloads.scenarios import SCENARIOS
 
 # The most operations or probes a run takes (far beyond any that ends).
 MOST = 10**9
@@ -49,7 +49,7 @@ def register(parser) -> None:
         "--serve",
         action="store_true",
         help="run workloads on request, one JSON object per line on stdin "
-        "(harness.runs.worker)",
+        "(harness.workloads.worker)",
     )
     parser.set_defaults(run=run, usage_error=parser.error)
 
@@ -76,8 +76,8 @@ def run(args) -> int:
             "-m harness workloads ... (python -m harness fetch --target main "
             "prints a tree's path)"
         )
-    from harness.runs import workloads
-    from harness.runs.worker import serve
+    from harness.workloads import workloads
+    from harness.workloads.worker import serve
 
     if args.serve:
         return serve(workloads.handle)

@@ -32,9 +32,9 @@ from harness.contract.classes import (
 )
 from harness.contract.fidelity import CELL_HEADERS, ProbeReplay, Tally, replay_probes
 from harness.contract.records import read_records
-from harness.runs.worker import TreeWorker
-from harness.runs.workloads import WORKER_COMMAND
 from harness.targets import TIERS, get_target
+from harness.workloads.worker import TreeWorker
+from harness.workloads.workloads import WORKER_COMMAND
 
 TREE_VARIABLES = ("HARNESS_PRISTINE_TREE", "HARNESS_PATCHED_TREE")
 # The long workload of each config: seed, operations, and probe requests
@@ -118,7 +118,7 @@ class Conformance:
 
     def reset_timing(self) -> dict[str, bool]:
         """Per tree: whether its scheduler publishes a prefix-cache reset's
-        events at once (harness.runs.reset_probe)."""
+        events at once (harness.workloads.reset_probe)."""
         outs = {
             name: self.scratch / f"{name}-reset-probe.json" for name in self.workers
         }

@@ -1,7 +1,7 @@
 """The series against the stream contract, pristine tree beside patched tree.
 
 Every workload runs the same seeded operations in both trees (see
-harness/runs/workloads.py); the checker replays both streams. What must hold on
+harness/workloads/workloads.py); the checker replays both streams. What must hold on
 the patched tree: the classes its tier fixes are gone, no other class grows,
 C2-C6 hold, and its stream is the pristine stream plus ancestry events only,
 or (a tier whose stream is the pool's holdings) the pristine stream with its
@@ -21,9 +21,9 @@ from harness.contract.classes import (
     wire_differences,
 )
 from harness.contract.wire import BlockStored, decode_event
-from harness.runs.drivers import CONFIGS
-from harness.runs.scenarios import SCENARIOS
-from harness.runs.workloads import BOOKKEEPING_ATTRIBUTES
+from harness.workloads.drivers import CONFIGS
+from harness.workloads.scenarios import SCENARIOS
+from harness.workloads.workloads import BOOKKEEPING_ATTRIBUTES
 
 # C1 and C3 findings belong to classes (checked per class below); these
 # rules hold outright.
@@ -314,7 +314,7 @@ def test_entry_whose_block_start_is_gone_is_never_worse(
     """A partial entry registered while its cache block's start is held
     nowhere (evicted in use, or a null block) and the boundary before it is
     live as a copy elsewhere: pristine's store of the entry resolves, and so
-    must the patched stream's (harness.runs.scenarios). A tier whose stream
+    must the patched stream's (harness.workloads.scenarios). A tier whose stream
     is the pool's holdings stores it from the root after the null block of a
     Mamba group, as no block start before it is held, and as released after a
     full-attention block evicted in use, which no hit reaches past (K6), where

@@ -1,7 +1,7 @@
 """Router fidelity, pristine tree beside patched tree.
 
 Each long workload (conftest.LONG_WORKLOAD) looks probe requests up in the
-engine's own cache at every quiet point (harness.runs.probes), and a router
+engine's own cache at every quiet point (harness.workloads.probes), and a router
 that indexes the stream predicts each hit from the events alone
 (harness.contract.router, harness.contract.fidelity). How often it is exact,
 over or under is printed at the end of the session and measured in
@@ -25,7 +25,7 @@ import pytest
 from harness.contract.classes import matched_events
 from harness.contract.router import FULL_ATTENTION
 from harness.contract.wire import BlockStored, decode_event
-from harness.runs.drivers import CONFIGS
+from harness.workloads.drivers import CONFIGS
 
 TREES = ("pristine", "patched")
 # A short run of every config, again with probes, for the stream comparison.

@@ -17,10 +17,10 @@ from support.events import removed, stored
 
 from harness.consumers.dynamo import DynamoAdapter
 from harness.consumers.fidelity import dynamo_predictions, probe_runs
-from harness.runs.drivers import CONFIGS
 from harness.series.apply import cached_patched_tree
 from harness.targets import TIERS, get_target
 from harness.trees.sources import pristine_tree
+from harness.workloads.drivers import CONFIGS
 
 HBS, BLOCK = 128, 1536
 H1536, H1664, H1792 = 11, 12, 13

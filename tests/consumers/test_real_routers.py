@@ -22,10 +22,10 @@ from harness.consumers.real_routers import (
     render,
     render_answers,
 )
-from harness.runs.drivers import CONFIGS
 from harness.series.apply import cached_patched_tree
 from harness.targets import TIERS, get_target
 from harness.trees.sources import pristine_tree
+from harness.workloads.drivers import CONFIGS
 
 SEEDS, OPS, PROBES = 1, 30, 2
 

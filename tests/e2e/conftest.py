@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from harness import cache
-from harness.runs.e2e import EndToEnd, check_report_path, end_to_end, write_report
-from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET
+from harness.engine.e2e import EndToEnd, check_report_path, end_to_end, write_report
+from harness.engine.engine import DEFAULT_DTYPE, DEFAULT_TARGET
 from harness.targets import get_target
 
 TARGET = os.environ.get("HARNESS_E2E_TARGET", DEFAULT_TARGET)

@@ -14,8 +14,8 @@ written as JSON (conftest.py).
 
 import pytest
 
-from harness.runs.e2e import TIERS
-from harness.runs.engine import session_prompts
+from harness.engine.e2e import TIERS
+from harness.engine.engine import session_prompts
 
 STREAM_RULES = ("C1", "C2", "C3")
 

@@ -25,8 +25,8 @@ from harness.consumers.engine_routers import (
 )
 from harness.consumers.real_routers import INDEX_ROUTERS, render
 from harness.contract.wire import BlockStored, decode_batch
-from harness.runs.e2e import TIERS
-from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET
+from harness.engine.e2e import TIERS
+from harness.engine.engine import DEFAULT_DTYPE, DEFAULT_TARGET
 
 TARGET = os.environ.get("HARNESS_E2E_TARGET", DEFAULT_TARGET)
 LABELS = ("pristine", *TIERS)

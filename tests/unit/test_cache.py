@@ -183,7 +183,7 @@ def test_no_verb_writes_into_the_caches_trees(
     assert changed(before, tree_digest(tmp_path)) == []
 
 
-@pytest.mark.parametrize("module", ["harness.verbs.test", "harness.runs.e2e"])
+@pytest.mark.parametrize("module", ["harness.verbs.test", "harness.engine.e2e"])
 def test_a_report_inside_the_caches_trees_is_refused(cache, module):
     import importlib
 

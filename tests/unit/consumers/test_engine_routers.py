@@ -19,9 +19,9 @@ from harness.consumers.engine_routers import (
 )
 from harness.consumers.engine_stream import EngineStream, Gate
 from harness.contract.records import ServedRequest
+from harness.engine.engine import BLOCK_SIZE, HASH_BLOCK_SIZE, request_gate
+from harness.engine.session import free_port
 from harness.errors import E2EError
-from harness.runs.engine import BLOCK_SIZE, HASH_BLOCK_SIZE, request_gate
-from harness.runs.session import free_port
 
 HBS = HASH_BLOCK_SIZE
 

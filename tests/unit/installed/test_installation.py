@@ -361,8 +361,8 @@ def test_the_sdist_is_fetched_when_the_cache_has_none(
 
 
 def test_e2e_refuses_a_package_with_a_series_on_it_before_any_work(site, capsys):
+    from harness.engine.e2e import end_to_end
     from harness.errors import E2EError
-    from harness.runs.e2e import end_to_end
 
     assert run(capsys, "install", "--target", "t")[0] == 0
     with pytest.raises(E2EError) as refused:
@@ -374,7 +374,7 @@ def test_e2e_refuses_a_package_with_a_series_on_it_before_any_work(site, capsys)
 
 
 def test_e2e_never_writes_into_a_tree_of_the_cache(tmp_path, monkeypatch):
-    from harness.runs.e2e import end_to_end
+    from harness.engine.e2e import end_to_end
 
     cache = release_target(tmp_path, monkeypatch)
     tree = cache / "trees" / "sdist-vllm-9.9.9-x"

@@ -9,7 +9,7 @@ from support.trees import target_table, write_pins
 
 from harness import cli
 from harness.contract import CLASSES
-from harness.runs.engine import DEFAULT_TARGET
+from harness.engine.engine import DEFAULT_TARGET
 from harness.targets import load_targets
 from harness.verbs.ci import (
     RELEASE_COLUMNS,

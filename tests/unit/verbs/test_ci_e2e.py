@@ -1,5 +1,5 @@
 """`python -m harness ci releases` with e2e reports: the report an end-to-end
-run writes (harness.runs.e2e) rendered as a row per session, beside the
+run writes (harness.engine.e2e) rendered as a row per session, beside the
 verdict rows, with the date, revision and machine of each."""
 
 import json
@@ -10,10 +10,10 @@ import pytest
 from harness import cli
 from harness.contract.checker import Violation
 from harness.contract.fidelity import Tally
+from harness.engine.e2e import EndToEnd, write_report
+from harness.engine.judge import SessionReport
+from harness.engine.session import Session
 from harness.installed.overlay import Overlay
-from harness.runs.e2e import EndToEnd, write_report
-from harness.runs.judge import SessionReport
-from harness.runs.session import Session
 from harness.verbs.ci import E2E_COLUMNS, RELEASE_COLUMNS, e2e_table
 from harness.verdict import Conformance, Verdict
 

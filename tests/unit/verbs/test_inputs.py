@@ -89,7 +89,7 @@ def test_a_consumers_count_below_one_is_a_usage_error(
 def fake_vllm(tmp_path, monkeypatch):
     """A `vllm` to import, and a workload that writes its files slowly: the
     run's paths are what is tested, not vLLM."""
-    from harness.runs import workloads
+    from harness.workloads import workloads
 
     (tmp_path / "site" / "vllm").mkdir(parents=True)
     (tmp_path / "site" / "vllm" / "__init__.py").write_text("")

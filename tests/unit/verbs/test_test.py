@@ -18,7 +18,7 @@ from support.trees import (
 )
 
 from harness import cli
-from harness.runs import conformance
+from harness.suites import conformance
 from harness.trees import preflight
 
 ADD_TEST = diff(

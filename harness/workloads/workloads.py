@@ -5,13 +5,13 @@ Run inside the interpreter of the tree under test (the `workloads` verb):
     PYTHONPATH=<vllm tree> VLLM_TARGET_DEVICE=cpu \\
         python -m harness workloads --config NAME --seed S --ops N --out FILE
 
-A workload builds a driver (harness.runs.drivers), labels what each pool
-operation emits (harness.runs.labeller) and writes the records of
+A workload builds a driver (harness.workloads.drivers), labels what each pool
+operation emits (harness.workloads.labeller) and writes the records of
 harness.contract.records; ``--stream FILE`` also writes the events as
 `KVEventBatch` payloads, one per operation, for ``check-stream``;
 ``--probes N`` also looks N probe requests up at each quiet point
-(harness.runs.probes), for the router-fidelity measure. `handle`
-answers the requests of a worker (harness.runs.worker) so that callers
+(harness.workloads.probes), for the router-fidelity measure. `handle`
+answers the requests of a worker (harness.workloads.worker) so that callers
 running many workloads import the tree once.
 """
 
@@ -40,13 +40,13 @@ from harness.contract.records import (
     encode_record,
 )
 from harness.contract.wire import ExternalBlockHash
-from harness.runs.compat import managers_register_partial_entries, pool_medium
-from harness.runs.drivers import CONFIGS, evict_everything
-from harness.runs.labeller import EventLabeller
-from harness.runs.probes import Prober
-from harness.runs.scenarios import SCENARIOS
+from harness.workloads.compat import managers_register_partial_entries, pool_medium
+from harness.workloads.drivers import CONFIGS, evict_everything
+from harness.workloads.labeller import EventLabeller
+from harness.workloads.probes import Prober
+from harness.workloads.scenarios import SCENARIOS
 
-# How a worker (harness.runs.worker) that runs workloads is started.
+# How a worker (harness.workloads.worker) that runs workloads is started.
 WORKER_COMMAND = ["-m", "harness", "workloads", "--serve"]
 
 # The state the series keeps in a pool between calls: the default tier, the
@@ -205,7 +205,7 @@ def run_workload(
 
 
 def run_scenario(name: str, out: Path, stream: Path | None = None) -> None:
-    """A scripted workload of harness.runs.scenarios (its steps free what they
+    """A scripted workload of harness.workloads.scenarios (its steps free what they
     allocate, so evicting everything empties the pool)."""
     init_hashing()
     driver = SCENARIOS[name].driver()
@@ -275,9 +275,9 @@ def handle(request: dict[str, Any]) -> None:
     ignored, for the names of SCENARIOS); ``"probes": N`` adds N probes per
     quiet point of a seeded one. ``{"reset_probe": true, "out"}`` writes to
     ``out``, as JSON, whether the tree's scheduler publishes a reset at once
-    (harness.runs.reset_probe)."""
+    (harness.workloads.reset_probe)."""
     if request.get("reset_probe"):
-        from harness.runs.reset_probe import reset_publishes_at_once
+        from harness.workloads.reset_probe import reset_publishes_at_once
 
         answer = {"published_at_reset": reset_publishes_at_once()}
         Path(request["out"]).write_text(json.dumps(answer))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness import checkout
 from harness.log import progress
-from harness.runs.upstream import run_pytest
+from harness.suites.upstream import run_pytest
 from harness.targets import Target
 from harness.verdict import FAILING, Conformance
 

@@ -11,7 +11,7 @@ the seeded drivers reach only by chance.
   must not add a parent that does not.
 
 Every scenario frees its blocks at the end; the runner then evicts
-everything (harness.runs.workloads.run_scenario).
+everything (harness.workloads.workloads.run_scenario).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.runs.compat import replacement, skipping
-from harness.runs.pool_driver import PoolDriver
-from harness.runs.requests import make_request
+from harness.workloads.compat import replacement, skipping
+from harness.workloads.pool_driver import PoolDriver
+from harness.workloads.requests import make_request
 
 # A step drives the pool and returns the operation's name.
 Step = Callable[[Any], str]

@@ -2,7 +2,7 @@
 
 import re
 
-from harness.runs import provenance
+from harness.suites import provenance
 
 
 def test_a_verdict_records_its_date_revision_and_machine():

@@ -6,7 +6,7 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from harness.runs.compat import (
+from harness.workloads.compat import (
     NO_EAGLE,
     block_hashes_at,
     can_move_block_hashes,

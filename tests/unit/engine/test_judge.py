@@ -5,9 +5,9 @@ import pytest
 from support.events import cleared, payload, removed, stored
 
 from harness.contract.records import ServedRequest
-from harness.runs.engine import BLOCK_SIZE, HASH_BLOCK_SIZE
-from harness.runs.judge import judge
-from harness.runs.session import Session
+from harness.engine.engine import BLOCK_SIZE, HASH_BLOCK_SIZE
+from harness.engine.judge import judge
+from harness.engine.session import Session
 
 HBS = HASH_BLOCK_SIZE
 EVICTION = [300] * HBS  # tokens of the eviction traffic, not of the shared prefix

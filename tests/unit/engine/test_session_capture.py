@@ -11,8 +11,8 @@ import pytest
 from support.events import payload, stored
 from support.publisher import free_port, publish_with_replay
 
+from harness.engine import session
 from harness.errors import E2EError
-from harness.runs import session
 
 MESSAGES = [(n, payload(stored([n + 1], n or None))) for n in range(5)]
 
@@ -122,7 +122,7 @@ def test_the_engine_is_told_its_replay_endpoint():
 
 def test_the_engine_verb_hands_its_replay_endpoint_to_the_session(monkeypatch):
     from harness import cli
-    from harness.runs import engine
+    from harness.engine import engine
 
     seen = []
     monkeypatch.setattr(engine, "engine_session", lambda *args: seen.append(args))

@@ -23,8 +23,8 @@ from harness.contract.wire import (
     KVEventBatch,
     decode_batch,
 )
-from harness.runs.engine import BLOCK_SIZE, HASH_BLOCK_SIZE, SHARED_TOKENS
-from harness.runs.session import Session
+from harness.engine.engine import BLOCK_SIZE, HASH_BLOCK_SIZE, SHARED_TOKENS
+from harness.engine.session import Session
 
 
 @dataclass
@@ -72,7 +72,7 @@ class SessionReport:
     after_reset: list[int] = field(default_factory=list)
 
     def as_json(self) -> dict:
-        """The counts of the session, for the e2e report (harness.runs.e2e)."""
+        """The counts of the session, for the e2e report (harness.engine.e2e)."""
         session = self.session
         return {
             "wall_seconds": round(session.wall_s, 1),

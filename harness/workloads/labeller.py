@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from harness.runs.compat import is_replacement, pool_methods
+from harness.workloads.compat import is_replacement, pool_methods
 
 # Labels (prefix before "@"; the suffix is the group's KVCacheSpecKind):
 #   partial:first             first registration of a partial entry

@@ -3,7 +3,7 @@
 A tiny random-weight GraniteMoeHybrid (one Mamba2 and one attention layer)
 and a WordLevel tokenizer are built locally; nothing comes from the hub
 (``HF_HUB_OFFLINE=1``). One engine session (``python -m harness e2e engine``,
-run by harness.runs.session in a process group of its own) drives prompts of
+run by harness.engine.session in a process group of its own) drives prompts of
 several cache blocks sharing a long prefix, evicts them with traffic on
 disjoint tokens, sends the prefix again, resets the prefix cache, sends the
 prefix and the eviction traffic once more (SESSION_PLAN). The engine is shut
@@ -13,7 +13,7 @@ hashes at each hash-block boundary, when it was sent and the
 ``num_cached_tokens`` the engine reported
 (harness.contract.records.ServedRequest; a reset is written as a request of
 phase "reset" with no tokens, sent when the reset was asked for): the router
-fidelity of the session (harness.runs.judge).
+fidelity of the session (harness.engine.judge).
 """
 
 from __future__ import annotations

@@ -21,11 +21,11 @@ import random
 from typing import Any
 
 from harness.contract.records import Probe, ProbeRecord, ProbeSetup
-from harness.runs.compat import (
+from harness.workloads.compat import (
     full_attention_hit,
     full_attention_looks_up_hash_blocks,
 )
-from harness.runs.requests import VOCAB, make_request
+from harness.workloads.requests import VOCAB, make_request
 
 # Fresh tokens a continuation adds, at most (in hash blocks).
 CONTINUATION_BLOCKS = 4

@@ -4,8 +4,8 @@ Requests sharing prefixes, extensions, prompt-tail partial entries inside and
 past the first cache block, promotions, replacement, frees, eviction
 pressure, ``evict_blocks`` of cached blocks and of blocks in use, and
 ``reset_prefix_cache``, one seeded operation a step. (Null blocks belong to
-the managers of sliding-window and Mamba groups: harness.runs.manager_driver,
-and the scripted harness.runs.scenarios.)
+the managers of sliding-window and Mamba groups: harness.workloads.manager_driver,
+and the scripted harness.workloads.scenarios.)
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.runs.compat import block_hashes_at, can_replace_existing_hashes
-from harness.runs.requests import VOCAB, Prompts, cdiv
+from harness.workloads.compat import block_hashes_at, can_replace_existing_hashes
+from harness.workloads.requests import VOCAB, Prompts, cdiv
 
 
 @dataclass

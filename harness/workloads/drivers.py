@@ -1,8 +1,8 @@
 """The workload configurations, and evicting everything at the end of a run.
 
-``pool-HBSxBS`` drives `BlockPool` directly (harness.runs.pool_driver);
+``pool-HBSxBS`` drives `BlockPool` directly (harness.workloads.pool_driver);
 ``manager-*`` drives `KVCacheManager` with hybrid group layouts
-(harness.runs.manager_driver).
+(harness.workloads.manager_driver).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from harness.runs.manager_driver import ManagerDriver
-from harness.runs.pool_driver import PoolDriver
+from harness.workloads.manager_driver import ManagerDriver
+from harness.workloads.pool_driver import PoolDriver
 
 # Besides the seeded drivers of CONFIGS, scripted workloads
-# (harness.runs.scenarios) reach one path each.
+# (harness.workloads.scenarios) reach one path each.
 
 
 def evict_free_blocks(pool: Any) -> bool:

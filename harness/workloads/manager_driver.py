@@ -13,14 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.runs.compat import (
+from harness.workloads.compat import (
     NO_EAGLE,
     computed_blocks,
     partial_hash_hits,
     release_block_copies,
     take_boundary_state_offloads,
 )
-from harness.runs.requests import VOCAB, Prompts
+from harness.workloads.requests import VOCAB, Prompts
 
 
 @dataclass

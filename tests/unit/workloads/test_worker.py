@@ -7,14 +7,14 @@ import sys
 import pytest
 from support import REPO_ROOT
 
+from harness.engine.session import engine_env
 from harness.errors import WorkloadError
-from harness.runs.session import engine_env
-from harness.runs.worker import TreeWorker
 from harness.trees.env import STREAM_ENV
+from harness.workloads.worker import TreeWorker
 
 CHILD = """
 import sys
-from harness.runs.worker import serve
+from harness.workloads.worker import serve
 
 def handle(request):
     print("a log line on stdout, as vLLM writes them")

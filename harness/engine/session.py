@@ -10,7 +10,7 @@ asked of the engine's replay endpoint at once, while the engine still holds
 it; what the replay cannot give fails the session with the missing range
 named, since the judge would read a stream with a hole as violations. The
 engine also writes each request it served (tokens, hashes, when it was sent,
-its cached tokens), for the session's router fidelity (harness.runs.judge).
+its cached tokens), for the session's router fidelity (harness.engine.judge).
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def kill_group(group: int) -> list[str]:
 
 def probe_dtype(dtype: str) -> str:
     """The dtype the installed engine can run the model in, asked in a
-    process of its own (harness.runs.engine.engine_dtype imports vllm)."""
+    process of its own (harness.engine.engine.engine_dtype imports vllm)."""
     command = [sys.executable, "-m", "harness", "e2e", "engine-dtype"]
     result = processes.run([*command, "--dtype", dtype], env=engine_env())
     words = result.stdout.split()
