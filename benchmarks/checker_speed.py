@@ -24,7 +24,7 @@ Measured in this interpreter, ``--repeats`` times each, interleaved, median
 - checker: what ``python -m harness check-stream FILE --expect-empty`` does
   after reading the file (decode_batches, ``StreamChecker.apply`` per batch,
   ``check_drained``); also with ``track_ancestry=True`` (C6's bookkeeping);
-- Dynamo (informational, once): ``harness.consumers.dynamo.DynamoAdapter`` feeding
+- Dynamo (informational, once): ``harness.routers.dynamo.DynamoAdapter`` feeding
   a fresh ``dynamo._core.RadixTree``, split into building the JSON events
   (Dynamo's token hashes included) and ``RadixTree.apply_event`` alone. Runs
   here when ``dynamo`` imports, else under ``--dynamo-python`` (an
@@ -202,8 +202,8 @@ def measure_dynamo(data: bytes, chunk: int = 20000) -> dict:
     os.environ.setdefault("DYN_LOG", "error")
     from dynamo._core import RadixTree
 
-    from harness.consumers.dynamo import DynamoAdapter
     from harness.contract.wire import decode_batches
+    from harness.routers.dynamo import DynamoAdapter
 
     class Recorded:
         def __init__(self):

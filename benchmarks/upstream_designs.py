@@ -8,7 +8,7 @@ with the same workloads and checks (docs/upstream-designs.md).
 The first ``--tree`` is the baseline (vLLM as released); ``upstream`` is
 patches/alternatives/upstream-44488-58121.patch applied to it, a benchmark
 input that is no tier. Every workload config runs with probe requests in
-every tree (harness.consumers.fidelity.probe_runs: one worker per tree,
+every tree (harness.routers.fidelity_table.probe_runs: one worker per tree,
 ``PYTHONHASHSEED=0``), and each run's stream is read by two consumers:
 
 - one that ignores map keys it does not know, as NVIDIA Dynamo's decoder
@@ -21,7 +21,7 @@ every tree (harness.consumers.fidelity.probe_runs: one worker per tree,
 
 For each consumer: the stream checker's findings per rule (C1-C6,
 docs/contract.md) and per class (K1-K5), and the content-tree router's
-predictions against the engine's own lookup (harness.contract.fidelity:
+predictions against the engine's own lookup (harness.routers.fidelity:
 exact, over, under). For each tree: events, their bytes as the tree's
 encoder wrote them, and the baseline's events that the tree does not emit
 byte for byte in the same operation (C7). ``--tests NAME`` also runs target
@@ -44,12 +44,12 @@ from pathlib import Path
 import msgspec
 from benchlib import REPO_ROOT, add_tree_argument, machine, machine_line, parse_trees
 
-from harness.consumers import DEFAULT_OPS, DEFAULT_PROBES, DEFAULT_SEEDS
-from harness.consumers.fidelity import probe_runs
 from harness.contract.classes import matched_events, replay
-from harness.contract.fidelity import Tally, replay_probes
 from harness.contract.records import EventRecord, OpRecord, Record
 from harness.contract.wire import BlockStored, ExternalBlockHash
+from harness.routers import DEFAULT_OPS, DEFAULT_PROBES, DEFAULT_SEEDS
+from harness.routers.fidelity import Tally, replay_probes
+from harness.routers.fidelity_table import probe_runs
 from harness.workloads.drivers import CONFIGS
 
 CONSUMERS = ("ignoring", "reading")

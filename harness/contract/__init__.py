@@ -13,10 +13,9 @@ no vLLM:
 - `classes`: a workload's violations sorted into K1-K5, and C7 between a
   pristine and a patched run;
 - `subscribe`: a live stream from vLLM's ZMQ publisher;
-- `router`: a KV-aware router's index built from the events, and vLLM's
-  lookup rules over it;
-- `fidelity`: a run's probe requests, the router's predicted hits against
-  the engine's.
+- `replay`: vLLM's replay endpoint, for what a subscriber missed.
+
+The routers built from the stream are in harness.routers.
 
 This module needs only the standard library.
 """

@@ -207,7 +207,7 @@ def request_hasher(llm) -> Callable[[list[int]], list]:
 def request_gate(endpoint: str) -> Callable[[int, str, list[int]], None]:
     """Asks before each request: sends ``[number, phase, token ids]``
     (msgpack) on a REQ socket connected to ``endpoint`` and waits for the
-    answer, ``go`` or ``stop`` (E2EError). harness.consumers.engine_routers
+    answer, ``go`` or ``stop`` (E2EError). harness.engine.engine_routers
     asks the routers subscribed to the stream what they predict meanwhile."""
     import msgpack
     import zmq

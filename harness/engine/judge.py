@@ -5,7 +5,7 @@ Router fidelity on a real engine: requests go one at a time, so the stream
 published before a request was sent (the batches stamped earlier than its
 send time, on the same machine's clock) is what a router knew when it routed
 it, and the request's ``num_cached_tokens`` is the hit the engine served.
-The content-tree router (harness.contract.router) indexes those batches and
+The content-tree router (harness.routers.router) indexes those batches and
 predicts the hit with vLLM's rules for the engine's layout (`engine_layout`).
 """
 
@@ -15,8 +15,6 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from harness.contract.checker import PARENT_REMOVED, StreamChecker, Violation
-from harness.contract.fidelity import CELL_HEADERS, Tally
-from harness.contract.router import EngineLayout, GroupLayout, RouterIndex, predict
 from harness.contract.wire import (
     AllBlocksCleared,
     BlockStored,
@@ -25,6 +23,8 @@ from harness.contract.wire import (
 )
 from harness.engine.engine import BLOCK_SIZE, HASH_BLOCK_SIZE, SHARED_TOKENS
 from harness.engine.session import Session
+from harness.routers.fidelity import CELL_HEADERS, Tally
+from harness.routers.router import EngineLayout, GroupLayout, RouterIndex, predict
 
 
 @dataclass

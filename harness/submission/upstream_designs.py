@@ -26,7 +26,7 @@ INPUTS = (
     "benchmarks/upstream_designs.py",
     "patches/alternatives",
     "harness/contract",
-    "harness/consumers",
+    "harness/routers",
     "harness/suites",
     "harness/workloads",
     "harness/engine",

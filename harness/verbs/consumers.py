@@ -1,6 +1,6 @@
 """`consumers`: what Dynamo's radix tree rejects, pristine against patched."""
 
-from harness.consumers import DEFAULT_OPS, DEFAULT_SEEDS
+from harness.routers import DEFAULT_OPS, DEFAULT_SEEDS
 from harness.targets import TIERS
 from harness.verbs import COST, add_target_arguments, positive_int
 
@@ -34,7 +34,7 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
-    from harness.consumers.replay import compare, render
+    from harness.routers.replay import compare, render
     from harness.trees.preflight import extra, require, vllm_requirements
 
     require(extra("consumers"), vllm_requirements(args.target), toxenv="consumers")

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from harness.consumers import ROUTER_NAMES
 from harness.engine.engine import DEFAULT_DTYPE, DEFAULT_TARGET
+from harness.routers import ROUTER_NAMES
 from harness.targets import WHEELS
 from harness.verbs import COST
 
@@ -160,8 +160,8 @@ def run(args) -> int:
 
 
 def run_routers(args) -> int:
-    from harness.consumers.engine_routers import render_requests, routers_end_to_end
-    from harness.consumers.real_routers import render
+    from harness.engine.engine_routers import render_requests, routers_end_to_end
+    from harness.routers.real_routers import render
 
     require_engine(args.target, "capture", "consumers")
     outcome = routers_end_to_end(
@@ -175,7 +175,7 @@ def run_routers(args) -> int:
 
 
 def dynamo_relay(args) -> int:
-    from harness.consumers.dynamo_process import serve_relay
+    from harness.routers.dynamo_process import serve_relay
 
     return serve_relay(args.endpoint, args.block_size)
 

@@ -3,7 +3,7 @@ engine's hits, pristine against patched."""
 
 from pathlib import Path
 
-from harness.consumers import (
+from harness.routers import (
     CONSUMER_NAMES,
     DEFAULT_OPS,
     DEFAULT_PROBES,
@@ -100,8 +100,8 @@ def named_trees(args, given: dict[str, Path]) -> dict[str, Path]:
 
 
 def run(args) -> int:
-    from harness.consumers.dynamo import dynamo_core
-    from harness.consumers.fidelity import measure, render
+    from harness.routers.dynamo import dynamo_core
+    from harness.routers.fidelity_table import measure, render
     from harness.targets import get_target
     from harness.trees.preflight import extra, require, vllm_requirements
 
@@ -132,7 +132,7 @@ def run(args) -> int:
 
 
 def run_real_routers(args, given: dict[str, Path]) -> int:
-    from harness.consumers.real_routers import measure_routers, render
+    from harness.routers.real_routers import measure_routers, render
 
     table = measure_routers(
         named_trees(args, given),

@@ -1,5 +1,5 @@
 """Probe requests looked up in a workload's cache, for the router-fidelity
-measure (harness.contract.fidelity).
+measure (harness.routers.fidelity).
 
 At each quiet point (after an operation) a few requests are drawn from the
 prompts issued so far: the prompt itself, a truncation of it, or the prompt

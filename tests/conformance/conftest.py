@@ -30,8 +30,8 @@ from harness.contract.classes import (
     replay,
     separate_ancestry_overlap,
 )
-from harness.contract.fidelity import CELL_HEADERS, ProbeReplay, Tally, replay_probes
 from harness.contract.records import read_records
+from harness.routers.fidelity import CELL_HEADERS, ProbeReplay, Tally, replay_probes
 from harness.targets import TIERS, get_target
 from harness.workloads.worker import TreeWorker
 from harness.workloads.workloads import WORKER_COMMAND

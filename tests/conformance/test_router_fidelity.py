@@ -3,7 +3,7 @@
 Each long workload (conftest.LONG_WORKLOAD) looks probe requests up in the
 engine's own cache at every quiet point (harness.workloads.probes), and a router
 that indexes the stream predicts each hit from the events alone
-(harness.contract.router, harness.contract.fidelity). How often it is exact,
+(harness.routers.router, harness.routers.fidelity). How often it is exact,
 over or under is printed at the end of the session and measured in
 docs/consumers.md ("Router fidelity"); what is asserted here is what holds by
 design, each test saying why:
@@ -23,8 +23,8 @@ design, each test saying why:
 import pytest
 
 from harness.contract.classes import matched_events
-from harness.contract.router import FULL_ATTENTION
 from harness.contract.wire import BlockStored, decode_event
+from harness.routers.router import FULL_ATTENTION
 from harness.workloads.drivers import CONFIGS
 
 TREES = ("pristine", "patched")
@@ -64,7 +64,7 @@ def test_probes_change_no_event(conformance, config):
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_rules_reproduce_the_engine_lookup(conformance, config):
-    """vLLM's lookup rules (harness.contract.router), applied to what the
+    """vLLM's lookup rules (harness.routers.router), applied to what the
     pool holds at the quiet point, give exactly the engine's hit: combined
     and per group, every probe, both trees. So the router's prediction
     differs from the engine's hit only where its index differs from the

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from harness.consumers import DEFAULT_OPS, DEFAULT_SEEDS
-from harness.consumers.replay import compare
+from harness.routers import DEFAULT_OPS, DEFAULT_SEEDS
+from harness.routers.replay import compare
 from harness.targets import TIERS, Target, get_target
 
 

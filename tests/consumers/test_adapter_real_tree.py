@@ -4,13 +4,14 @@ from dynamo._core import RadixTree
 from support.consumers import RecordingTree
 from support.events import cleared, labelled, removed, stored
 
-from harness.consumers.dynamo import (
+from harness.contract.records import OpRecord, RunEnd
+from harness.routers.dynamo import (
     DynamoAdapter,
     dynamo_data,
     dynamo_hash,
     tokens_hash,
 )
-from harness.consumers.replay import (
+from harness.routers.replay import (
     REMOVAL,
     STORE,
     STREAM,
@@ -18,7 +19,6 @@ from harness.consumers.replay import (
     added_events,
     replay_into_dynamo,
 )
-from harness.contract.records import OpRecord, RunEnd
 
 
 def test_store_gives_each_hash_a_block_with_its_own_tokens_hash():

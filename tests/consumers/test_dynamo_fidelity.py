@@ -15,8 +15,8 @@ import pytest
 from dynamo._core import RadixTree
 from support.events import removed, stored
 
-from harness.consumers.dynamo import DynamoAdapter
-from harness.consumers.fidelity import dynamo_predictions, probe_runs
+from harness.routers.dynamo import DynamoAdapter
+from harness.routers.fidelity_table import dynamo_predictions, probe_runs
 from harness.series.apply import cached_patched_tree
 from harness.targets import TIERS, get_target
 from harness.trees.sources import pristine_tree

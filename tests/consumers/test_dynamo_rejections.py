@@ -3,8 +3,8 @@ against patched (docs/consumers.md)."""
 
 import pytest
 
-from harness.consumers.replay import REMOVAL, STORE, STREAM
 from harness.contract.classes import C1_CLASSES
+from harness.routers.replay import REMOVAL, STORE, STREAM
 from harness.targets import TIERS
 
 

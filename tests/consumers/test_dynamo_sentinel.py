@@ -1,5 +1,5 @@
 """Dynamo's relay settled on its sentinel learns the engine's group kinds
-from the stream alone (harness.consumers.dynamo_relay, `SENTINEL_GROUP`).
+from the stream alone (harness.routers.dynamo_relay, `SENTINEL_GROUP`).
 
 A model whose group 0 is Mamba and group 1 full attention stores one
 32-token chain in both; then group 0 (Mamba) removes the chain's second
@@ -12,8 +12,8 @@ block with it: 16 predicted instead of 32.
 import msgspec
 from support.events import removed, stored
 
-from harness.consumers.dynamo_relay import DynamoRelay
-from harness.consumers.publisher import StreamPublisher
+from harness.routers.dynamo_relay import DynamoRelay
+from harness.routers.publisher import StreamPublisher
 
 BLOCK = 16
 TOKENS = list(range(2 * BLOCK))

@@ -2,7 +2,7 @@
 indexer, and vllm-router's kv_aware policy, fed every workload config's
 recorded stream (pristine, default and strict trees of HARNESS_TARGET,
 default main) by a local ZMQ publisher, at the hash and each cache block
-size (harness.consumers.real_routers).
+size (harness.routers.real_routers).
 
 These tests assert that each pipeline ran: every event published reached
 the router, every probe got an answer, and the routers' own counts of what
@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from harness.consumers.real_routers import (
+from harness.routers.real_routers import (
     CONTENT_TREE,
     measure_routers,
     render,

@@ -1,7 +1,7 @@
 """Real routers subscribed to a real engine's publisher: Dynamo's relay and
 indexer and vllm-router's kv_aware, at the hash and the cache block size,
 each request asked of them before the engine served it
-(harness.consumers.engine_routers). Three more engine sessions (pristine,
+(harness.engine.engine_routers). Three more engine sessions (pristine,
 default tier, strict tier) beside test_engine_stream.py's, about 80 s each
 on two cores; the routers come from the consumers extra, their wheels
 checked against tests/consumers/router-wheels.txt by tox.
@@ -17,16 +17,16 @@ import os
 
 import pytest
 
-from harness.consumers import ROUTER_NAMES
-from harness.consumers.engine_routers import (
+from harness.contract.wire import BlockStored, decode_batch
+from harness.engine.e2e import TIERS
+from harness.engine.engine import DEFAULT_DTYPE, DEFAULT_TARGET
+from harness.engine.engine_routers import (
     BLOCK_SIZES,
     render_requests,
     routers_end_to_end,
 )
-from harness.consumers.real_routers import INDEX_ROUTERS, render
-from harness.contract.wire import BlockStored, decode_batch
-from harness.engine.e2e import TIERS
-from harness.engine.engine import DEFAULT_DTYPE, DEFAULT_TARGET
+from harness.routers import ROUTER_NAMES
+from harness.routers.real_routers import INDEX_ROUTERS, render
 
 TARGET = os.environ.get("HARNESS_E2E_TARGET", DEFAULT_TARGET)
 LABELS = ("pristine", *TIERS)

@@ -1,6 +1,6 @@
 """Dynamo's pipeline in a process of its own: one per router block size.
 
-Dynamo 1.6.1's counters are process-wide (harness.consumers.dynamo_relay):
+Dynamo 1.6.1's counters are process-wide (harness.routers.dynamo_relay):
 two relays of one process, running at once, add up in each other's ledger
 and settle. The replays run one relay at a time; a real engine's session
 subscribes a relay per router block size at once, so each runs in a child
@@ -34,13 +34,13 @@ class ChildSource:
         self.events = 0
 
     def wait_for_subscribers(self, count: int) -> None:
-        """As harness.consumers.engine_stream.EngineStream's."""
+        """As harness.engine.engine_stream.EngineStream's."""
 
 
 def serve_relay(endpoint: str, block_size: int) -> int:
     """In the child: a `DynamoRelay` on ``endpoint``, answering requests on
     stdin until it closes."""
-    from harness.consumers.dynamo_relay import DynamoRelay
+    from harness.routers.dynamo_relay import DynamoRelay
 
     source = ChildSource(endpoint)
     relay = DynamoRelay(source, block_size)
@@ -63,7 +63,7 @@ def serve_relay(endpoint: str, block_size: int) -> int:
 
 
 class DynamoProcess:
-    """`Router` (harness.contract.routers) over a child's `DynamoRelay` at
+    """`Router` (harness.routers.loop) over a child's `DynamoRelay` at
     router block size ``block_size``, subscribed to ``source.endpoint``."""
 
     def __init__(self, source, block_size: int):

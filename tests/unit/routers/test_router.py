@@ -4,7 +4,7 @@ announced hash), and vLLM's lookup rules over what they hold."""
 import pytest
 from support.events import cleared, removed, stored
 
-from harness.contract.router import (
+from harness.routers.router import (
     FULL_ATTENTION,
     MAMBA,
     SLIDING_WINDOW,

@@ -3,10 +3,10 @@
 `EngineStream` is the harness's own subscriber to an engine that binds its
 publisher (``tcp://*:PORT``, harness.engine.engine): what it has heard is
 what every router subscribed beside it should have heard, so it is their
-stream source (harness.consumers.dynamo_relay, vllm_router), as
-harness.consumers.publisher's `StreamPublisher` is for a replay. `Gate` is
+stream source (harness.routers.dynamo_relay, vllm_router), as
+harness.routers.publisher's `StreamPublisher` is for a replay. `Gate` is
 the other end of harness.engine.engine.request_gate. Used by
-harness.consumers.engine_routers.
+harness.engine.engine_routers.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ POLL_MS = 50
 
 class EngineStream:
     """The harness's subscriber to a real engine's publisher and what it has
-    heard: a router adapter's stream source, as harness.consumers.publisher's
+    heard: a router adapter's stream source, as harness.routers.publisher's
     `StreamPublisher` is, but one nobody can send into (`injects`)."""
 
     injects = False
@@ -57,7 +57,7 @@ class EngineStream:
     def wait_for_subscribers(self, count: int) -> None:
         """Nothing to wait for, or to wait with: the engine's PUB socket
         tells no one who subscribed. The routers subscribe at the first gate
-        (harness.consumers.engine_routers.JOIN_S), before the engine has
+        (harness.engine.engine_routers.JOIN_S), before the engine has
         published anything; a router that missed a batch does not settle
         (`SubscriptionError`); a gap in the harness's own numbers is in
         `sequence_check`."""

@@ -5,7 +5,7 @@ import pytest
 from support.consumers import RecordingTree
 from support.events import removed, stored
 
-from harness.consumers.dynamo import (
+from harness.routers.dynamo import (
     DynamoAdapter,
     Unplaceable,
     dynamo_data,

@@ -52,7 +52,7 @@ def fetch(url: str, timeout: float = 10.0) -> str:
         return response.read().decode()
 
 
-# Dynamo's counters the ledger names (harness.consumers.dynamo_relay): (metric,
+# Dynamo's counters the ledger names (harness.routers.dynamo_relay): (metric,
 # label that names the reason, how the ledger names it)
 LEDGER_METRICS = (
     ("kv_publisher_zmq_events_total", "stage", "relay {stage} {event_type}"),

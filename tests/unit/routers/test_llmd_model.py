@@ -1,9 +1,9 @@
-"""The model of llm-d's rules (harness.consumers.llmd_model): one rule a test."""
+"""The model of llm-d's rules (harness.routers.llmd_model): one rule a test."""
 
 from support.events import cleared, removed, stored
 
-from harness.consumers.llmd_model import LlmdModel, request_keys
-from harness.contract.router import FULL_ATTENTION, EngineLayout, GroupLayout
+from harness.routers.llmd_model import LlmdModel, request_keys
+from harness.routers.router import FULL_ATTENTION, EngineLayout, GroupLayout
 
 LAYOUT = EngineLayout(2, 2, (GroupLayout(FULL_ATTENTION, 6),), medium="GPU")
 TOKENS = list(range(12))

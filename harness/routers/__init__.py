@@ -1,18 +1,23 @@
-"""Real consumers of vLLM's KV events, fed the workloads' streams.
+"""KV-aware routers fed vLLM's KV events: the reference router, every
+adapter, the replays and the one loop that measures them.
 
+- `router`: the content-tree router's index (no vLLM), and `fidelity`: how
+  well it predicts the engine's hits on a workload's probes;
+- `loop`: one loop that measures any `Router`, and the hash-set and
+  content-tree routers built on `router`;
 - `dynamo`: NVIDIA Dynamo's radix tree (ai-dynamo-runtime), through an
   adapter that turns vLLM's events into the tree's JSON events;
 - `replay`: the seeded workloads run in a pristine and a patched tree, each
   stream applied to a fresh consumer, rejections counted per cause;
-- `fidelity`: the same workloads with probe requests, the hits a router
+- `fidelity_table`: the same workloads with probe requests, the hits a router
   predicts from each stream against the engine's own (the content-tree
-  router of harness.contract.router, and Dynamo's tree);
+  router, and Dynamo's tree);
 - `real_routers`: the same probes asked of every consumer: the hash-set and
-  the content-tree routers (harness.contract.routers), a model of llm-d's
-  rules (`llmd_model`) and real routers through their own code
-  (`dynamo_relay`: Dynamo's relay and indexer; `vllm_router`: vllm-router's
-  kv_aware), the streams replayed by `publisher`;
-  `engine_routers`: the same routers subscribed to a real engine.
+  the content-tree routers, a model of llm-d's rules (`llmd_model`) and real
+  routers through their own code (`dynamo_relay`: Dynamo's relay and indexer;
+  `vllm_router`: vllm-router's kv_aware), the streams replayed by
+  `publisher`; harness.engine.engine_routers subscribes the same routers to
+  a real engine.
 """
 
 # The report's plan: the seed example, then each workload config with seeds
@@ -21,7 +26,7 @@ DEFAULT_SEEDS = 3
 DEFAULT_OPS = 300
 # Probe requests per quiet point for the router-fidelity table.
 DEFAULT_PROBES = 4
-# The real routers (harness.consumers.real_routers.ROUTERS), named here so
+# The real routers (harness.routers.real_routers.ROUTERS), named here so
 # that a verb's --help imports nothing.
 ROUTER_NAMES = ("dynamo", "vllm-router")
 # Every consumer `fidelity --router` measures: the index routers and the

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from support.events import removed, stored
 
-from harness.consumers.dynamo_relay import (
+from harness.contract.wire import BlockStored
+from harness.routers.dynamo_relay import (
     model_directory,
     sentinel_removal,
     sentinel_store,
 )
-from harness.contract.wire import BlockStored
 
 MAIN_ATTENTION = {"full_attention", "mla_attention", "sink_full_attention"}
 
@@ -87,6 +87,6 @@ def test_a_killed_runs_model_directory_is_swept_by_the_next():
 
 
 _PRINT_IT = (
-    "from harness.consumers.dynamo_relay import model_directory; "
+    "from harness.routers.dynamo_relay import model_directory; "
     "print(model_directory(), flush=True)"
 )

@@ -5,12 +5,12 @@ import pytest
 from support.events import removed, stored
 from support.probes import SETUP, START, H, op, probe
 
-from harness.contract.fidelity import Tally, replay_probes, verdict
 from harness.contract.records import (
     PoolSnapshot,
     ProbeRecord,
 )
-from harness.contract.router import Prediction
+from harness.routers.fidelity import Tally, replay_probes, verdict
+from harness.routers.router import Prediction
 
 
 def test_tally_counts_exact_over_and_under_with_their_tokens():

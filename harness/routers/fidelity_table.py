@@ -2,8 +2,8 @@
 
 Runs the seeded workloads with probes (harness.workloads.probes) in the pristine
 tree and in each patched tree, replays each run into the content-tree router
-(harness.contract.fidelity) and, when asked, into NVIDIA Dynamo's RadixTree
-(harness.consumers.dynamo), and counts exact, over- and under-predicted hits
+(harness.routers.fidelity) and, when asked, into NVIDIA Dynamo's RadixTree
+(harness.routers.dynamo), and counts exact, over- and under-predicted hits
 per config, tree and group (docs/consumers.md, "Router fidelity").
 
 Dynamo's prediction for a group is its tree's match for the probe in that
@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.consumers import DEFAULT_PROBES
-from harness.consumers.dynamo import DynamoAdapter, dynamo_core
-from harness.contract.fidelity import CELL_HEADERS, ProbeReplay, Tally, replay_probes
 from harness.contract.records import OpRecord, ProbeRecord, Record, read_records
-from harness.contract.router import EngineLayout
 from harness.contract.wire import decode_event
 from harness.log import progress
+from harness.routers import DEFAULT_PROBES
+from harness.routers.dynamo import DynamoAdapter, dynamo_core
+from harness.routers.fidelity import CELL_HEADERS, ProbeReplay, Tally, replay_probes
+from harness.routers.router import EngineLayout
 from harness.workloads.worker import TreeWorker
 from harness.workloads.workloads import WORKER_COMMAND
 

@@ -3,9 +3,9 @@ request asked of the routers before the engine serves it.
 
 The engine session of harness.engine.engine (``python -m harness e2e engine``)
 binds its publisher, ``tcp://*:PORT``, so that every subscriber connects:
-the harness's own (harness.consumers.engine_stream's `EngineStream`) and
+the harness's own (harness.engine.engine_stream's `EngineStream`) and
 each real router (`ROUTERS`: Dynamo's relay and indexer, in a process of
-its own per block size, harness.consumers.dynamo_process; vllm-router's
+its own per block size, harness.routers.dynamo_process; vllm-router's
 kv_aware), once at the hash block size and once at the cache block size.
 With ``--gate`` the session asks before each request
 (harness.engine.engine.request_gate). The routers subscribe at the first
@@ -15,13 +15,13 @@ while (engine_stream.QUIET_S), lets each router settle on what that
 subscriber holds, asks each for its prediction of the request's hit, and
 answers "go". What the engine served, ``num_cached_tokens``, comes from the
 session's request log (harness.contract.records.ServedRequest). The index
-routers (harness.contract.routers' `HashSetRouter` and `ContentTreeRouter`)
+routers (harness.routers.loop's `HashSetRouter` and `ContentTreeRouter`)
 are asked the same after the session, from the batches the harness's
 subscriber held at each gate.
 
 `routers_end_to_end` runs the session as harness.engine.e2e runs its own: as
 released, then with each tier installed on it; its table is a
-harness.consumers.real_routers `RoutersTable` whose one config is the
+harness.routers.real_routers `RoutersTable` whose one config is the
 engine session.
 """
 
@@ -35,18 +35,10 @@ from pathlib import Path
 
 import msgspec
 
-from harness.consumers import real_routers
-from harness.consumers.engine_stream import POLL_MS, EngineStream, Gate
-from harness.consumers.real_routers import CONTENT_TREE, HASH_SET, RoutersTable
 from harness.contract.records import ServedRequest
-from harness.contract.routers import (
-    Answer,
-    ContentTreeRouter,
-    HashSetRouter,
-    RouterRun,
-)
 from harness.contract.wire import decode_batch
 from harness.engine.engine import BLOCK_SIZE, HASH_BLOCK_SIZE
+from harness.engine.engine_stream import POLL_MS, EngineStream, Gate
 from harness.engine.judge import engine_layout
 from harness.engine.session import (
     SESSION_BUDGET_S,
@@ -56,18 +48,24 @@ from harness.engine.session import (
     served_requests,
 )
 from harness.log import progress
+from harness.routers import real_routers
+from harness.routers.loop import (
+    Answer,
+    ContentTreeRouter,
+    HashSetRouter,
+    RouterRun,
+)
+from harness.routers.real_routers import CONTENT_TREE, HASH_SET, RoutersTable
 
 CONFIG = "e2e engine"
 
 
-# name -> factory(source, block size), as harness.consumers.real_routers'
+# name -> factory(source, block size), as harness.routers.real_routers'
 # ROUTERS but Dynamo in a process of its own per block size (its counters
-# are process-wide, harness.consumers.dynamo_process).
+# are process-wide, harness.routers.dynamo_process).
 ROUTERS = {
     **real_routers.ROUTERS,
-    "dynamo": real_routers.imported(
-        "harness.consumers.dynamo_process", "DynamoProcess"
-    ),
+    "dynamo": real_routers.imported("harness.routers.dynamo_process", "DynamoProcess"),
 }
 # The router block sizes an operator would choose for the e2e engine.
 BLOCK_SIZES = {HASH_BLOCK_SIZE: "hash", BLOCK_SIZE: "cache"}

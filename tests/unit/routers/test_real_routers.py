@@ -12,18 +12,21 @@ import zmq
 from support.events import run_start, stored
 from support.probes import SETUP, START, H, op, probe
 
-from harness.consumers import metrics
-from harness.consumers.dynamo_relay import free_port
-from harness.consumers.metrics import dynamo_ledger
-from harness.consumers.publisher import StreamPublisher, batch_payload
-from harness.consumers.real_routers import (
+from harness.contract.records import ProbeRecord
+from harness.contract.wire import decode_batch
+from harness.routers import metrics
+from harness.routers.dynamo_relay import free_port
+from harness.routers.loop import Answer, RouterRun
+from harness.routers.metrics import dynamo_ledger
+from harness.routers.publisher import StreamPublisher, batch_payload
+from harness.routers.real_routers import (
     RoutersTable,
     block_sizes,
     choice,
     render_matrix,
     run_real_router,
 )
-from harness.consumers.vllm_router import (
+from harness.routers.vllm_router import (
     ADVANCED,
     ANSI,
     DECISION,
@@ -33,9 +36,6 @@ from harness.consumers.vllm_router import (
     prompt_text,
     rendered,
 )
-from harness.contract.records import ProbeRecord
-from harness.contract.routers import Answer, RouterRun
-from harness.contract.wire import decode_batch
 
 PAGE = """\
 # HELP dynamo_component_kv_publisher_zmq_filtered_events_total filtered

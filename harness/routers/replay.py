@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.consumers.dynamo import DynamoAdapter, blocks_in, dynamo_core
 from harness.contract.checker import StreamChecker
 from harness.contract.classes import matched_events
 from harness.contract.records import OpRecord, Record, RunEnd, read_records
 from harness.contract.wire import BlockRemoved, BlockStored, KVCacheEvent, decode_event
 from harness.log import progress
+from harness.routers.dynamo import DynamoAdapter, blocks_in, dynamo_core
 from harness.series.apply import cached_patched_tree
 from harness.targets import get_target
 from harness.trees.sources import pristine_tree

@@ -2,11 +2,11 @@
 
 A router, to this loop, is a `Router`: events in, a predicted hit out, and
 its own account of what it used and dropped of the stream. Two routers
-built from harness.contract.router's index and vLLM's own lookup rules
+built from harness.routers.router's index and vLLM's own lookup rules
 (`HashSetRouter`: every announced hash, no parent check; `ContentTreeRouter`:
 a store whose parent it does not hold is refused), a model of llm-d's rules,
 Dynamo's relay and indexer and vllm-router's kv_aware policy
-(harness.consumers) are measured by the same `measure`, and an operator
+(harness.routers) are measured by the same `measure`, and an operator
 measures theirs by writing one more adapter.
 
 `measure` replays a workload run recorded with probes
@@ -27,7 +27,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from harness.contract.fidelity import Tally, layout_of, verdict
 from harness.contract.records import (
     OpRecord,
     ProbeRecord,
@@ -35,8 +34,9 @@ from harness.contract.records import (
     Record,
     RunStart,
 )
-from harness.contract.router import EngineLayout, RouterIndex, predict
 from harness.contract.wire import ExternalBlockHash, decode_event
+from harness.routers.fidelity import Tally, layout_of, verdict
+from harness.routers.router import EngineLayout, RouterIndex, predict
 
 
 class Router(Protocol):
@@ -142,7 +142,7 @@ def measure(records: Sequence[Record], router: Router) -> RouterRun:
 
 
 class IndexRouter:
-    """harness.contract.router as a `Router`: the index a router builds
+    """harness.routers.router as a `Router`: the index a router builds
     from the events alone, predicted with vLLM's own rules (combined)."""
 
     def __init__(self, layout: EngineLayout, refuse_orphans: bool):

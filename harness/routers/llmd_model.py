@@ -37,13 +37,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from harness.contract.router import EngineLayout
 from harness.contract.wire import (
     AllBlocksCleared,
     BlockStored,
     ExternalBlockHash,
     decode_event,
 )
+from harness.routers.router import EngineLayout
 
 ATTENTION_KINDS = frozenset({"full_attention", "mla_attention", "sink_full_attention"})
 ROOT = 0  # the request key a chain without a parent starts from

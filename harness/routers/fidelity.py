@@ -4,7 +4,7 @@ hits the engine really serves.
 A workload run with probes (harness.workloads.probes) records, at each quiet
 point, requests looked up in the engine's own cache. `replay_probes` replays
 the run's events into a `RouterIndex` and, at each quiet point, sets the
-router's prediction for every probe (harness.contract.router) beside the
+router's prediction for every probe (harness.routers.router) beside the
 engine's hit: combined (every group together) and per group. It also applies
 the same rules to the pool's own snapshot of that quiet point (`mirrored`),
 which must give the engine's hit exactly: the rules are vLLM's lookup, and
@@ -28,7 +28,8 @@ from harness.contract.records import (
     Record,
     RunStart,
 )
-from harness.contract.router import (
+from harness.contract.wire import ExternalBlockHash, decode_event
+from harness.routers.router import (
     EngineLayout,
     GroupLayout,
     Prediction,
@@ -37,7 +38,6 @@ from harness.contract.router import (
     predict,
     view_key,
 )
-from harness.contract.wire import ExternalBlockHash, decode_event
 
 EXACT, OVER, UNDER = "exact", "over", "under"
 

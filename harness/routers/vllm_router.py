@@ -2,7 +2,7 @@
 
 The router runs as its own process, as an operator runs it:
 ``vllm-router --policy kv_aware --kv-event-source W1=ENDPOINT
---kv-event-block-size B``, the endpoint harness.consumers.publisher's
+--kv-event-block-size B``, the endpoint harness.routers.publisher's
 replay. Two stub workers (`StubWorkers`) answer it: the worker W1 whose
 stream it indexes, and a second one, so that the policy has a choice to
 score. kv_aware does not tokenize the prompt itself: it asks every worker's
@@ -48,10 +48,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from harness import processes
-from harness.consumers import metrics
-from harness.consumers.dynamo_relay import free_port
-from harness.consumers.publisher import StreamPublisher
 from harness.errors import MissingDependency, SubscriptionError
+from harness.routers import metrics
+from harness.routers.dynamo_relay import free_port
+from harness.routers.publisher import StreamPublisher
 
 MODEL = "harness-stub"
 START_TIMEOUT_S = 60.0
@@ -152,9 +152,9 @@ def router_command() -> str:
 
 
 class VllmRouter:
-    """`Router` (harness.contract.routers) over a vllm-router process with
+    """`Router` (harness.routers.loop) over a vllm-router process with
     ``--kv-event-block-size block_size``, its events from ``source`` (a
-    `StreamPublisher`, or harness.consumers.engine_stream's `EngineStream`:
+    `StreamPublisher`, or harness.engine.engine_stream's `EngineStream`:
     a real engine's publisher)."""
 
     def __init__(self, source: StreamPublisher, block_size: int, hash_seed: str = "0"):

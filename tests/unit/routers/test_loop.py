@@ -1,4 +1,4 @@
-"""The one loop every router is measured by (harness.contract.routers)."""
+"""The one loop every router is measured by (harness.routers.loop)."""
 
 from collections import Counter
 
@@ -7,14 +7,14 @@ from support.events import removed, stored
 from support.probes import SETUP, START, H, op, probe
 
 from harness.contract.records import ProbeRecord
-from harness.contract.routers import (
+from harness.contract.wire import decode_event
+from harness.routers.loop import (
     bounded,
     content_tree_router,
     hash_set_router,
     measure,
     merged_ledger,
 )
-from harness.contract.wire import decode_event
 
 RECORDS = [
     START,

@@ -1,13 +1,13 @@
 """Real routers measured by one loop: the `fidelity --router` table.
 
-Each seeded workload run with probes (harness.consumers.fidelity's
+Each seeded workload run with probes (harness.routers.fidelity_table's
 `probe_runs`, every tree of a target) is replayed, by
-harness.contract.routers' `measure`, into the two index routers (`HASH_SET`
+harness.routers.loop's `measure`, into the two index routers (`HASH_SET`
 and `CONTENT_TREE`, always) and into each other consumer asked for, once
 per router block size an operator would choose: the hash block size and
 each group's cache block size (`block_sizes`). The model of llm-d's rules
-(harness.consumers.llmd_model) runs in this process; a real router gets a
-fresh local publisher (harness.consumers.publisher) replaying the run's
+(harness.routers.llmd_model) runs in this process; a real router gets a
+fresh local publisher (harness.routers.publisher) replaying the run's
 recorded stream, and a fresh instance of itself. The table counts exact,
 over- and under-predicted requests (mean tokens) per config, tree, router
 and block size; the ledger what each router used and dropped of the stream,
@@ -23,18 +23,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.consumers import DEFAULT_PROBES
-from harness.consumers.fidelity import probe_runs
-from harness.consumers.publisher import StreamPublisher
-from harness.contract.fidelity import CELL_HEADERS, Tally
 from harness.contract.records import RunStart
-from harness.contract.routers import (
+from harness.routers import DEFAULT_PROBES
+from harness.routers.fidelity import CELL_HEADERS, Tally
+from harness.routers.fidelity_table import probe_runs
+from harness.routers.loop import (
     RouterRun,
     content_tree_router,
     hash_set_router,
     measure,
     run_layout,
 )
+from harness.routers.publisher import StreamPublisher
 
 HASH_SET = "hash-set"
 CONTENT_TREE = "content-tree"
@@ -55,8 +55,8 @@ def imported(module: str, name: str):
 
 
 def llmd_model(records, block_size: int):
-    from harness.consumers.llmd_model import LlmdModel
-    from harness.contract.fidelity import layout_of
+    from harness.routers.fidelity import layout_of
+    from harness.routers.llmd_model import LlmdModel
 
     return LlmdModel(layout_of(*run_layout(records)), block_size)
 
@@ -65,8 +65,8 @@ def llmd_model(records, block_size: int):
 MODELS = {LLMD_MODEL: llmd_model}
 # name -> factory(stream source, block size) of a `Router` with close()
 ROUTERS = {
-    "dynamo": imported("harness.consumers.dynamo_relay", "DynamoRelay"),
-    "vllm-router": imported("harness.consumers.vllm_router", "VllmRouter"),
+    "dynamo": imported("harness.routers.dynamo_relay", "DynamoRelay"),
+    "vllm-router": imported("harness.routers.vllm_router", "VllmRouter"),
 }
 
 

@@ -9,19 +9,20 @@ import pytest
 import zmq
 from support.events import payload, stored
 
-from harness.consumers import ROUTER_NAMES, engine_routers, real_routers
-from harness.consumers.engine_routers import (
+from harness.contract.records import ServedRequest
+from harness.engine import engine_routers
+from harness.engine.engine import BLOCK_SIZE, HASH_BLOCK_SIZE, request_gate
+from harness.engine.engine_routers import (
     Asked,
     RoutersSession,
     index_run,
     render_requests,
     router_run,
 )
-from harness.consumers.engine_stream import EngineStream, Gate
-from harness.contract.records import ServedRequest
-from harness.engine.engine import BLOCK_SIZE, HASH_BLOCK_SIZE, request_gate
+from harness.engine.engine_stream import EngineStream, Gate
 from harness.engine.session import free_port
 from harness.errors import E2EError
+from harness.routers import ROUTER_NAMES, real_routers
 
 HBS = HASH_BLOCK_SIZE
 

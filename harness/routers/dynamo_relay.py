@@ -2,8 +2,8 @@
 
 The path a Dynamo deployment runs (ai-dynamo-runtime 1.6.1): a
 `KvEventPublisher` in relay mode subscribes to the engine's ZMQ publisher
-(here harness.consumers.publisher replaying a recorded stream, or a real
-vLLM engine's publisher, harness.consumers.engine_routers), filters and
+(here harness.routers.publisher replaying a recorded stream, or a real
+vLLM engine's publisher, harness.engine.engine_routers), filters and
 converts vLLM's events in its Rust ``zmq_wire`` code and publishes them on
 the event plane (zmq, in-memory discovery); a `KvRouter` of the same
 endpoint indexes them in its radix tree and answers ``get_overlap_scores``
@@ -63,12 +63,12 @@ from typing import Any
 import msgspec
 
 from harness import scratch
-from harness.consumers import metrics
-from harness.consumers.dynamo import dynamo_core
-from harness.consumers.metrics import dynamo_ledger
-from harness.consumers.publisher import StreamPublisher
 from harness.contract.wire import BlockRemoved, BlockStored
 from harness.errors import SubscriptionError
+from harness.routers import metrics
+from harness.routers.dynamo import dynamo_core
+from harness.routers.metrics import dynamo_ledger
+from harness.routers.publisher import StreamPublisher
 
 PREFIX = "dynamo_component_"
 # The settle sentinel: a token id no workload or engine prompt uses, hashes
@@ -202,9 +202,9 @@ async def _answer(request, context=None):
 
 
 class DynamoRelay:
-    """`Router` (harness.contract.routers) over a fresh relay, event plane
+    """`Router` (harness.routers.loop) over a fresh relay, event plane
     and KvRouter with router block size ``block_size``, subscribed to
-    ``source`` (a `StreamPublisher`, or harness.consumers.engine_stream's
+    ``source`` (a `StreamPublisher`, or harness.engine.engine_stream's
     `EngineStream`: a real engine's publisher)."""
 
     def __init__(self, source: StreamPublisher, block_size: int, platform=None):
