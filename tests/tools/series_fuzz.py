@@ -3,7 +3,7 @@ tree's KV-event stream must be at most the pristine tree's, operation by
 operation, and a set-based consumer must never miss more of the hashes the
 pool holds than it does on the pristine stream.
 
-    python benchmarks/series_fuzz.py [--tree LABEL=PATH ...] [--config NAME ...]
+    python tests/tools/series_fuzz.py [--tree LABEL=PATH ...] [--config NAME ...]
         [--seeds 50] [--first-seed 0] [--ops 300] [--jobs 2] [--json FILE]
         [--show 5]
 
@@ -74,7 +74,7 @@ from typing import Any
 from harness.workloads import compat
 
 SCRIPT = Path(__file__).resolve()
-REPO_ROOT = SCRIPT.parents[1]
+REPO_ROOT = SCRIPT.parents[2]
 
 # Configs: hash block size, block size per KV cache group, blocks in the
 # pool, and what the requests carry. A "sparse" group replaces blocks that
@@ -1205,7 +1205,7 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks/series_fuzz.py")
+    parser = argparse.ArgumentParser(prog="tests/tools/series_fuzz.py")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--tree",
