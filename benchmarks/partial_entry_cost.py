@@ -1,5 +1,6 @@
-"""What the default tier's partial-entry ancestry (patch 0004) costs one call
-on the scheduler thread, as a ratio to the released tree (issue 33).
+"""What the series costs one call on the scheduler thread, as a ratio to the
+released tree: the default tier's partial-entry ancestry (patch 0004), and a
+hybrid model's decode through one cache block (patch 0003's Mamba runs).
 
     python benchmarks/partial_entry_cost.py [--tree LABEL=PATH ...]
         [--rounds 15] [--repeat 50] [--case NAME ...] [--json FILE]
@@ -18,6 +19,14 @@ that stays up for the whole run. The cases:
   ``n=8`` sampling has), hash block 4, cache block 4096, the shared first
   block cached; the eight ``cache_partial_block`` calls of their tails, each
   in a block of its own;
+- ``decode Nk`` (N = 1, 4, 16, 64): a hybrid KVCacheManager (full attention
+  and Mamba in align mode, both block 16, hash block 16, dense retention),
+  an N*1024-token prompt prefilled in chunks split as vLLM's scheduler splits
+  them for Mamba (``harness.workloads.manager_driver``), then the 16 decode steps
+  (``allocate_slots`` of one token each) that fill the next cache block;
+- ``decode 16k, unaligned prefill``: the same with the prompt prefilled in one
+  chunk that ends inside a block, so no Mamba state is cached before the
+  decoded block (what a dropped or evicted checkpoint leaves);
 - the same with ``events off`` (``enable_kv_cache_events=False``) for
   ``partial x128`` and ``register 16x2048x4000``.
 
@@ -30,8 +39,9 @@ Two figures per case and tree, each as a ratio to the baseline:
   each child in turn (rotating who goes first), and the figure is the median
   of the per-round ratios, with min-max.
 
-The events each call emits are printed beside them. No figure is asserted;
-the script only prints.
+The events each call emits and their bytes on the wire (one
+``KVEventBatch``, vLLM's msgspec encoder) are printed beside them. No figure
+is asserted; the script only prints.
 """
 
 from __future__ import annotations
@@ -49,10 +59,13 @@ SCRIPT = Path(__file__).resolve()
 
 PARTIAL_RATIOS = (4, 16, 48, 128)
 REGISTRATIONS = (*stream_growth.REGISTRATIONS, (4, 4096, 8000))
+DECODE_CONTEXTS = (1, 4, 16, 64)
 CASES = (
     *(f"partial x{ratio}" for ratio in PARTIAL_RATIOS),
     *("register {}x{}x{}".format(*shape) for shape in REGISTRATIONS),
     "8 sibling tails",
+    *(f"decode {n}k" for n in DECODE_CONTEXTS),
+    "decode 16k, unaligned prefill",
     "partial x128, events off",
     "register 16x2048x4000, events off",
 )
@@ -133,6 +146,63 @@ def sibling_tails(count: int = 8):
     return fresh, call
 
 
+def decode_one_block(context: int, aligned: bool):
+    import random
+
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import init_none_hash
+
+    from harness.workloads.compat import (
+        computed_blocks,
+        release_block_copies,
+        take_boundary_state_offloads,
+    )
+    from harness.workloads.manager_driver import ManagerDriver
+    from harness.workloads.requests import VOCAB, make_request
+
+    init_none_hash(sha256)
+    rng = random.Random(0)
+    prompt = [rng.randrange(VOCAB) for _ in range(context - 8)]
+
+    def step(manager, request, num_new: int, *hit) -> None:
+        manager.new_step_starts()
+        assert manager.allocate_slots(request, num_new, *hit) is not None
+        request.num_computed_tokens += num_new
+        release_block_copies(manager)
+        manager.take_new_block_ids()
+        take_boundary_state_offloads(manager)
+
+    def fresh():
+        driver = ManagerDriver(
+            random.Random(0),
+            16,
+            [("full_attention", 16), ("mamba", 16)],
+            num_blocks=context // 16 + 64,
+            token_budget=context,
+        )
+        if not aligned:
+            driver.mamba_split = None
+        manager = driver.manager
+        request = make_request("decode", list(prompt), 16)
+        computed, num_computed = computed_blocks(manager, request)
+        num_new = driver._chunk(request, request.num_tokens - num_computed, 0)
+        step(manager, request, num_new, num_computed, computed)
+        request.num_computed_tokens += num_computed
+        while request.num_computed_tokens < request.num_tokens:
+            left = request.num_tokens - request.num_computed_tokens
+            step(manager, request, driver._chunk(request, left, 0))
+        request.append_output_token_ids(1)
+        manager.take_events()
+        return manager, request
+
+    def call(manager, request) -> None:
+        for token in range(16):
+            step(manager, request, 1)
+            request.append_output_token_ids(token)
+
+    return fresh, call
+
+
 def build(case: str):
     events = not case.endswith(", events off")
     name = case.removesuffix(", events off")
@@ -141,17 +211,31 @@ def build(case: str):
     if name.startswith("register "):
         shape = tuple(map(int, name.removeprefix("register ").split("x")))
         return registration(shape, events)
+    if name.startswith("decode "):
+        context = int(name.removeprefix("decode ").split("k")[0]) * 1024
+        return decode_one_block(context, aligned="unaligned" not in name)
     return sibling_tails()
+
+
+def wire_bytes(events: list) -> int:
+    import msgspec
+    from vllm.distributed.kv_events import KVEventBatch
+
+    if not events:
+        return 0
+    return len(msgspec.msgpack.encode(KVEventBatch(ts=0.0, events=events)))
 
 
 def lines(fresh, call) -> dict:
     call(*fresh())  # warm-up: one-time imports and caches are not counted
-    counts, emitted = [], []
+    counts, emitted, sizes = [], [], []
     for _ in range(2):
         args = fresh()
         counts.append(stream_growth.traced_lines(call, *args))
-        emitted.append(len(args[0].take_events()))
-    return {"lines": counts, "events": emitted}
+        events = args[0].take_events()
+        emitted.append(len(events))
+        sizes.append(wire_bytes(events))
+    return {"lines": counts, "events": emitted, "bytes": sizes}
 
 
 def cpu_time(fresh, call, repeat: int) -> dict:
@@ -230,12 +314,13 @@ def report(result: dict) -> None:
     )
     print()
     print(
-        "| case | tree | events | lines (twice) | lines ratio | us per call "
-        "(median) | time ratio, median (min-max) |"
+        "| case | tree | events | bytes | bytes ratio | lines (twice) | lines ratio "
+        "| us per call (median) | time ratio, median (min-max) |"
     )
-    print("| --- | --- |" + " ---: |" * 5)
+    print("| --- | --- |" + " ---: |" * 7)
     for case in result["lines"][base]:
         base_lines = result["lines"][base][case]["lines"][0]
+        base_bytes = result["lines"][base][case]["bytes"][0]
         base_us = result["us"][base][case]
         for label in labels:
             counted = result["lines"][label][case]
@@ -245,6 +330,8 @@ def report(result: dict) -> None:
                 case,
                 label,
                 str(counted["events"][0]),
+                f"{counted['bytes'][0]:,}",
+                f"{counted['bytes'][0] / base_bytes:.2f}" if base_bytes else "-",
                 " / ".join(f"{count:,}" for count in counted["lines"]),
                 f"{counted['lines'][0] / base_lines:.2f}",
                 f"{benchlib.median(us):,.1f}",

@@ -3,7 +3,7 @@
 `harness.cli.main` is the only place that catches them: it prints the message
 as one line, ``error: ...``, and exits with the class's code. Codes 0, 1 and 2
 keep their usual meanings (`EXIT_CODES`); every error class has a code of its
-own, so a script can tell them apart. README's "Exit status" is this table.
+own, so a script can tell them apart. docs/exit-status.md is this table.
 """
 
 import signal

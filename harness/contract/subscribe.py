@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,10 +171,24 @@ def subscribe_numbered(
     max_events: int | None = None,
     timeout: float | None = None,
     bind: bool | None = None,
+    watch: Watch | None = None,
 ) -> Subscription:
     """``(sequence number, payload, number of events)`` as `subscribe` yields
-    its pairs; close it when done."""
-    return Subscription(endpoint, topic, max_events, timeout, bind)
+    its pairs; close it when done. ``watch`` is told when the socket is
+    subscribed, and every few seconds while it runs."""
+    return Subscription(endpoint, topic, max_events, timeout, bind, watch)
+
+
+@dataclass
+class Watch:
+    """What a subscription tells its caller while it runs: ``subscribed()``
+    once its socket has connected or bound, ``tick()`` every ``every_s``
+    seconds of ``clock`` (received messages or not)."""
+
+    subscribed: Callable[[], None]
+    tick: Callable[[], None]
+    every_s: float
+    clock: Callable[[], float] = time.monotonic
 
 
 class Subscription:
@@ -185,8 +199,11 @@ class Subscription:
     reconnect a connection it closed for a frame over MAXMSGSIZE, so a
     subscription that connects connects again."""
 
-    def __init__(self, endpoint, topic="", max_events=None, timeout=None, bind=None):
+    def __init__(
+        self, endpoint, topic="", max_events=None, timeout=None, bind=None, watch=None
+    ):
         self.endpoint = endpoint
+        self.watch = watch
         self.bind = publisher_connects(endpoint) if bind is None else bind
         self.disconnects = 0
         self.since_disconnect = 0  # messages received since the last one
@@ -209,6 +226,26 @@ class Subscription:
             f"; {self.malformed} message(s) not of vLLM's form (topic, 8-byte "
             f"sequence number, payload) skipped"
         )
+
+    def _ticks(self) -> Iterator[int] | None:
+        """Tell the watch the socket is subscribed, then, at each turn of the
+        receiving loop, tick it where its interval has passed and give the
+        milliseconds to the next tick (None without a watch)."""
+        if self.watch is None:
+            return None
+        watch = self.watch
+        watch.subscribed()
+
+        def turns():
+            due = watch.clock() + watch.every_s
+            while True:
+                now = watch.clock()
+                if now >= due:
+                    watch.tick()
+                    due = now + watch.every_s
+                yield max(1, int((due - now) * 1000))
+
+        return turns()
 
     def _guarded(self, topic, max_events, timeout):
         zmq = self._zmq
@@ -235,15 +272,21 @@ class Subscription:
                 socket.bind(self.endpoint)
             else:
                 socket.connect(local(self.endpoint))
+            ticks = self._ticks()
             while max_events is None or events < max_events:
                 wait_ms = None
                 if deadline is not None:
                     wait_ms = max(0, int((deadline - time.monotonic()) * 1000))
                     if wait_ms == 0:
                         return
+                if ticks is not None:
+                    to_tick = next(ticks)
+                    wait_ms = to_tick if wait_ms is None else min(wait_ms, to_tick)
                 ready = dict(poller.poll(wait_ms))
                 if not ready:
-                    return
+                    if ticks is None:
+                        return
+                    continue  # a tick, or the deadline: the loop's top says
                 if monitor in ready:
                     monitor.recv_multipart()
                     self.disconnects += 1

@@ -17,7 +17,9 @@ import error is never written as evidence.
 
 import ast
 import re
+import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +38,8 @@ _OUTCOME_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) ")
 _FAILING = ("FAILED ", "ERROR ")
 _SUMMARY_LINE = re.compile(r"^=+ (?P<summary>.+ in [\d.]+s.*?) =+$")
 _NO_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
+# A run of a patch's tests says it is still running this often (seconds).
+PROGRESS_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -162,11 +166,12 @@ def fail_before_fix(
     evidence = []
     for number, (commit, subject) in enumerate(zip(commits, subjects, strict=True), 1):
         tests = patch_tests(repo, commit)
+        step = f"exporting patch {number} of {count}"
         if not tests.node_ids:
+            progress(f"{step}: it adds or changes no test, nothing to run")
             evidence.append(PatchEvidence(number, subject, tests))
             continue
         ref, parent = relative_ref(number, count), f"{BRANCH}~{count - number + 1}"
-        progress(f"fail-before-fix [{number}/{count}]: its test hunks alone")
         git(repo, "checkout", "--quiet", "--detach", commit + "~1")
         hunks = git(repo, "diff", f"{commit}~1", commit, "--", "tests")
         git(repo, "apply", stdin=hunks)
@@ -177,16 +182,25 @@ def fail_before_fix(
                 f"git checkout --quiet --detach {parent}",
                 f"git diff {parent} {ref} -- tests | git apply",
             ),
+            f"{step}: its {len(tests.node_ids)} test(s) without its fix",
         )
-        progress(f"fail-before-fix [{number}/{count}]: the whole patch")
         git(repo, "checkout", "--quiet", "--force", "--detach", commit)
-        after = _pytest(repo, tests, (f"git checkout --quiet --force --detach {ref}",))
+        after = _pytest(
+            repo,
+            tests,
+            (f"git checkout --quiet --force --detach {ref}",),
+            f"{step}: its {len(tests.node_ids)} test(s) with its fix",
+        )
         evidence.append(PatchEvidence(number, subject, tests, before, after))
     git(repo, "checkout", "--quiet", "--force", relative_ref(count, count))
     return evidence
 
 
-def _pytest(repo: Path, tests: PatchTests, checkout: tuple[str, ...]) -> TestRun:
+def _pytest(
+    repo: Path, tests: PatchTests, checkout: tuple[str, ...], step: str
+) -> TestRun:
+    """One run of the patch's tests, ``step`` said on stderr when it starts,
+    every PROGRESS_S while it runs, and with pytest's summary when it ends."""
     environment = " ".join(f"{key}={value}" for key, value in UPSTREAM_ENV.items())
     # One test per line: the ids are long, and a shell takes the line breaks.
     shown = " \\\n    ".join(
@@ -195,13 +209,25 @@ def _pytest(repo: Path, tests: PatchTests, checkout: tuple[str, ...]) -> TestRun
     # No bytecode: a checkout that rewrites a module within the second its
     # cached bytecode was written, at the same size (a changed digit), would
     # otherwise run the stale module (Python checks mtime and size only).
-    result = processes.run(
-        [sys.executable, *PYTEST[1:], *tests.node_ids],
+    command = [sys.executable, *PYTEST[1:], *tests.node_ids]
+    output: list[str] = []
+    progress(f"{step}: running pytest ...")
+    started = time.monotonic()
+    returncode = processes.follow(
+        command,
         cwd=repo,
         env=tree_env(
             repo, with_harness=False, COLUMNS="120", PYTHONDONTWRITEBYTECODE="1"
         ),
+        on_line=output.append,
+        every_s=PROGRESS_S,
+        tick=lambda: progress(
+            f"{step}: pytest still running ({time.monotonic() - started:.0f} s)"
+        ),
     )
+    # pytest's stdout and stderr together: its outcome and summary lines are
+    # the only ones read as such.
+    result = subprocess.CompletedProcess(command, returncode, "".join(output), "")
     lines = [line for line in result.stdout.splitlines() if _OUTCOME_LINE.match(line)]
     summaries = [
         match["summary"]
@@ -211,6 +237,7 @@ def _pytest(repo: Path, tests: PatchTests, checkout: tuple[str, ...]) -> TestRun
     _refuse_unrunnable(repo, result, lines)
     if summaries:
         lines.append(summaries[-1])
+    progress(f"{step}: {summaries[-1] if summaries else f'exit status {returncode}'}")
     return TestRun((*checkout, shown), tuple(lines), result.returncode)
 
 

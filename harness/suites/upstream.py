@@ -179,6 +179,45 @@ def runnable_in(tree: Path, tests: tuple[str, ...]) -> list[str]:
     return runnable
 
 
+def for_tier(target: Target, tier: str, tests: tuple[str, ...]) -> list[str]:
+    """The selection as the tier's patched tree holds it, read from the
+    patches alone: a single test (``FILE::NAME``) that another tier's patches
+    add and this tier's do not is left out. An unknown tier is a TargetError."""
+    from harness.series.model import load_series
+
+    target.series_file(tier)  # names the tiers the target has
+    added = {name: _tests_added(load_series(target, name)) for name in target.series}
+    elsewhere = set().union(*(found for name, found in added.items() if name != tier))
+    others_only = elsewhere - added[tier]
+    return [test for test in tests if _single_test(test) not in others_only]
+
+
+def _single_test(test: str) -> tuple[str, str] | None:
+    """(FILE, function name) of a node id naming one test, None for a file."""
+    path, _, name = test.partition("::")
+    return (path, name.split("[", 1)[0].rsplit("::", 1)[-1]) if name else None
+
+
+_DEF_LINE = re.compile(r"^([+-])\s*(?:async\s+)?def\s+(test\w*)\s*\(", re.MULTILINE)
+
+
+def _tests_added(series) -> set[tuple[str, str]]:
+    """(FILE, function name) of every test function the series' patches add:
+    a ``def`` line a patch adds to a file and does not remove from it."""
+    added: set[tuple[str, str]] = set()
+    for entry in series.entries:
+        text = series.patch_path(entry).read_text(encoding="utf-8", errors="replace")
+        for section in re.split(r"^\+\+\+ ", text, flags=re.MULTILINE)[1:]:
+            header, _, hunks = section.partition("\n")
+            name = header.split("\t", 1)[0].strip()
+            path = "/".join(name.split("/")[entry.strip :])
+            defs = {"+": set(), "-": set()}
+            for match in _DEF_LINE.finditer(hunks):
+                defs[match[1]].add(match[2])
+            added |= {(path, test) for test in defs["+"] - defs["-"]}
+    return added
+
+
 def run_upstream(
     tree: Path,
     tests: tuple[str, ...],

@@ -33,12 +33,18 @@ def pip(*args: str, constrain_torch: bool = False) -> int:
 
 
 def install_test_requirements(target: Target) -> int:
-    """pip install the target's requirements/common.txt and the test extras."""
+    """pip install the target's requirements/common.txt and the test extras,
+    a progress line per step."""
+    progress(f"deps: reading the requirements of target {target.name}'s tree")
     requirements = pristine_tree(target) / "requirements" / "common.txt"
     if not requirements.is_file():
         raise SourceError(f"target {target.name}: {requirements} does not exist")
-    progress(f"installing {requirements} with {TORCH_PIN}")
-    return pip(
+    progress(
+        f"deps: installing vLLM's requirements ({requirement_count(requirements)} "
+        f"packages, {requirements}), {' and '.join(TEST_REQUIREMENTS)} for its "
+        f"tests and {TORCH_PIN} into {sys.prefix}; pip's output follows ..."
+    )
+    status = pip(
         "install",
         "--requirement",
         str(requirements),
@@ -46,3 +52,15 @@ def install_test_requirements(target: Target) -> int:
         TORCH_PIN,  # requirements/common.txt names no torch; the tests need it
         constrain_torch=True,
     )
+    progress(
+        "deps: done" if status == 0 else f"deps: pip failed (exit status {status})"
+    )
+    return status
+
+
+def requirement_count(requirements: Path) -> int:
+    """The requirement lines of a requirements file (comments, blank lines and
+    options such as ``-r`` left out)."""
+    lines = requirements.read_text(encoding="utf-8", errors="replace").splitlines()
+    words = (line.split("#", 1)[0].strip() for line in lines)
+    return sum(1 for word in words if word and not word.startswith("-"))

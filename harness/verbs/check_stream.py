@@ -1,5 +1,6 @@
 """`check-stream`: captured KV-event streams checked against the contract."""
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,10 @@ from harness.verbs import (
 )
 
 WITNESSES_PER_RULE = 5
+# A live check prints a progress line on stderr this often, in seconds of
+# this clock.
+PROGRESS_S = 5.0
+PROGRESS_CLOCK = time.monotonic
 
 
 def register(parser) -> None:
@@ -27,8 +32,9 @@ def register(parser) -> None:
         "pyzmq): a check that joins a running engine asks --replay for what it "
         "missed, else starts at the first AllBlocksCleared (a prefix-cache "
         "reset, the first complete state) and says where it joined; Ctrl-C "
-        "ends it as --timeout does. A stream of several KV cache groups gets a "
-        "line per group, clean or not."
+        "ends it as --timeout does; it says on stderr when it has subscribed, "
+        f"then every {PROGRESS_S:g} s what it has received and checked so far. "
+        "A stream of several KV cache groups gets a line per group, clean or not."
     )
     parser.add_argument("files", nargs="*", metavar="FILE")
     add_subscription_arguments(parser, required=False)
@@ -170,10 +176,12 @@ def check_zmq(args) -> Checked:
     from harness.contract.subscribe import (
         SequenceCheck,
         StartPoint,
+        Watch,
         subscribe_numbered,
     )
     from harness.contract.wire import MAX_PAYLOAD_BYTES, decode_batch
     from harness.errors import Stopped, UnreadableStream
+    from harness.log import progress
     from harness.processes import stop_signals_held
 
     endpoint, bind = subscription_endpoint(args)
@@ -181,12 +189,18 @@ def check_zmq(args) -> Checked:
     sequence = SequenceCheck()
     start = StartPoint()
     replayed: list[tuple[int, int]] = []
-    stopped = received = None
+    stopped = None
+    received = 0
+    watch = Watch(  # the lambdas read received as it is when they are called
+        lambda: progress(subscribed_line(endpoint, bind, args.topic)),
+        lambda: progress(live_progress(received, start, checker)),
+        PROGRESS_S,
+        PROGRESS_CLOCK,
+    )
     subscription = subscribe_numbered(
-        endpoint, args.topic, args.max_events, args.timeout, bind
+        endpoint, args.topic, args.max_events, args.timeout, bind, watch
     )
     try:
-        received = 0
         for seq, payload, _ in with_replay(
             subscription, args.replay, args.topic, replayed
         ):
@@ -252,6 +266,30 @@ def check_zmq(args) -> Checked:
             "refused for its size"
         )
     return Checked(endpoint, checker, incomplete, checked.notes)
+
+
+def subscribed_line(endpoint: str, bind: bool, topic: str) -> str:
+    """The line a live check prints once its socket is subscribed."""
+    how = (
+        "bound, waiting for the engine to connect"
+        if bind
+        else "connected to the engine's publisher"
+    )
+    topics = f"topic {topic!r}" if topic else "every topic"
+    return f"check-stream: subscribed to {endpoint} ({how}), {topics}"
+
+
+def live_progress(received: int, start, checker) -> str:
+    """A live check's progress line: what arrived and was checked so far."""
+    done = f"check-stream: {received} message(s) received"
+    if received and start.start is None:
+        return (
+            f"{done}, none checked yet: waiting for an AllBlocksCleared to start from"
+        )
+    return (
+        f"{done}; {checker.batches} batches, {checker.events} events checked, "
+        f"{checker.violation_count} violations so far"
+    )
 
 
 def format_report(checked: Checked) -> list[str]:

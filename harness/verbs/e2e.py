@@ -80,6 +80,18 @@ def register(parser) -> None:
         help="repeat for several (default: every one)",
     )
     routers.set_defaults(run=run_routers)
+    model = commands.add_parser(
+        "model",
+        help="write the tiny local model the sessions run (a random-weight "
+        "GraniteMoeHybrid, one Mamba2 and one attention layer, and its "
+        "tokenizer) to a new or empty directory and print its path, to try an "
+        "engine offline; needs torch and transformers (what `e2e install` "
+        "brings)",
+    )
+    model.add_argument(
+        "--out", type=Path, required=True, help="a new or empty directory"
+    )
+    model.set_defaults(run=write_model)
     relay = commands.add_parser(
         "dynamo-relay",
         help="Dynamo's relay and indexer on an engine's publisher, answering "
@@ -171,6 +183,48 @@ def run_routers(args) -> int:
     for session in outcome.sessions.values():
         print(render_requests(session) + "\n")
     print(f"end to end, routers subscribed: {outcome.wall_s:.0f} s")
+    return 0
+
+
+def write_model(args) -> int:
+    """Build the e2e sessions' model in --out and print its path."""
+    import os
+    import shutil
+    import tempfile
+
+    from harness import cache
+    from harness.engine.engine import build_model
+    from harness.errors import MissingDependency, OutputError
+    from harness.log import progress
+    from harness.trees.preflight import missing
+
+    out = Path(os.path.abspath(args.out))
+    cache.outside_trees(out, "--out")
+    if out.exists() and not (out.is_dir() and not any(out.iterdir())):
+        raise OutputError(
+            f"--out {out} exists and is not an empty directory; remove it or "
+            f"choose another"
+        )
+    if gone := missing(["torch", "transformers", "tokenizers"]):
+        raise MissingDependency(
+            f"{', '.join(gone)} not installed here; the model is built with "
+            f"them: run it in the environment `python -m harness e2e install` "
+            f"made (or `tox -e e2e`)"
+        )
+    progress(f"e2e: building the tiny model in {out}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        building = Path(tempfile.mkdtemp(prefix=".model-", dir=out.parent))
+        try:
+            build_model(building)
+            if out.is_dir():
+                out.rmdir()  # empty, as checked: the built model takes its place
+            building.rename(out)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+    except OSError as exc:
+        raise OutputError(f"cannot write {out}: {exc.strerror or exc}") from None
+    print(out)
     return 0
 
 

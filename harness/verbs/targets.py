@@ -9,13 +9,20 @@ def register(parser) -> None:
         metavar="TARGET",
         help="print TARGET's upstream test selection instead, one per line "
         "(for pytest in a fork: pytest $(python -m harness targets --tests T "
-        "--in .))",
+        "--tier TIER --in .))",
     )
     parser.add_argument(
         "--selection",
         choices=SELECTIONS,
         default="ci",
         help="with --tests: ci (default, what `test` runs) or full",
+    )
+    parser.add_argument(
+        "--tier",
+        metavar="TIER",
+        help="with --tests: the selection as TIER's patched tree holds it "
+        "(default or strict): a single test (FILE::TEST) that only another "
+        "tier's patches add is left out; without it, every tier's tests",
     )
     parser.add_argument(
         "--in",
@@ -29,12 +36,18 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
-    if not args.tests and (args.tree is not None or args.selection != "ci"):
-        args.usage_error("--in and --selection go with --tests TARGET")
+    extras = args.tree is not None or args.tier is not None or args.selection != "ci"
+    if not args.tests and extras:
+        args.usage_error("--in, --selection and --tier go with --tests TARGET")
     if args.tests:
         from harness.targets import get_target
 
-        tests = get_target(args.tests).selection(args.selection)
+        target = get_target(args.tests)
+        tests = target.selection(args.selection)
+        if args.tier is not None:
+            from harness.suites.upstream import for_tier
+
+            tests = for_tier(target, args.tier, tests)
         if args.tree is not None:
             from pathlib import Path
 

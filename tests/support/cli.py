@@ -14,3 +14,8 @@ def harness(*args) -> subprocess.CompletedProcess:
         text=True,
         timeout=60,
     )
+
+
+def said(stderr: str) -> list[str]:
+    """The lines of stderr other than the harness's progress (``harness: ...``)."""
+    return [line for line in stderr.splitlines() if not line.startswith("harness: ")]

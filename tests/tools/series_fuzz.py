@@ -577,7 +577,7 @@ class Fuzzer:
         return held
 
 
-# KVCacheManager workloads of the harness (harness/workloads.py), hybrid
+# KVCacheManager workloads of the harness (harness/workloads/workloads.py), hybrid
 # groups included: Mamba align mode and sliding window.
 MANAGER_CONFIGS = ("manager-full", "manager-mamba", "manager-swa")
 

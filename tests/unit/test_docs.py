@@ -7,6 +7,8 @@ from support import REPO_ROOT
 from harness.errors import exit_codes
 
 DOC_REFERENCE = re.compile(r"\bdocs/[\w.-]+\.md\b")
+# A Markdown link to a file of this repository (not a URL, not an anchor).
+PAGE_LINK = re.compile(r"\]\((?!https?:|#|mailto:)([^)\s]+)\)")
 
 
 def test_every_document_the_code_names_exists():
@@ -21,9 +23,21 @@ def test_every_document_the_code_names_exists():
     assert missing == set()
 
 
-def test_readme_lists_every_exit_status():
-    readme = (REPO_ROOT / "README.md").read_text()
-    table = readme[readme.index("## Exit status") :].split("\n\n")[2]
+def test_every_link_between_pages_resolves():
+    pages = [REPO_ROOT / "README.md", REPO_ROOT / "CONTRIBUTING.md"]
+    pages += sorted((REPO_ROOT / "docs").glob("*.md"))
+    broken = {
+        f"{page.relative_to(REPO_ROOT)}: {target}"
+        for page in pages
+        for target in PAGE_LINK.findall(page.read_text())
+        if not (page.parent / target.split("#")[0]).exists()
+    }
+    assert broken == set()
+
+
+def test_exit_status_page_lists_every_exit_status():
+    page = (REPO_ROOT / "docs" / "exit-status.md").read_text()
+    table = page[page.index("| status | meaning |") :].split("\n\n")[0]
     listed = set()
     for row in table.splitlines()[2:]:
         listed |= {int(code) for code in row.split("|")[1].split(",")}

@@ -115,7 +115,18 @@ def test_each_patch_fails_without_its_fix_and_passes_with_it(
     assert "- [x] AI assistance was used" in body
     assert "- [ ] **Design Fit:**" in body
     assert "- [ ] I used vLLM's `/pr-checklist` skill." in body
-    assert "warning: fail-before-fix" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "warning: fail-before-fix" not in err
+    steps = [line for line in err.splitlines() if "exporting patch 1 of 3" in line]
+    assert steps[0] == (
+        "harness: exporting patch 1 of 3: its 2 test(s) without its fix: running "
+        "pytest ..."
+    )
+    assert steps[1].startswith(
+        "harness: exporting patch 1 of 3: its 2 test(s) without its fix: 2 failed in "
+    )
+    assert steps[2].endswith(": its 2 test(s) with its fix: running pytest ...")
+    assert " with its fix: 2 passed in " in steps[3]
 
 
 def test_a_test_that_passes_without_the_fix_is_reported_and_fails_the_export(

@@ -120,8 +120,8 @@ def test_a_control_character_in_the_address_is_not_an_identity():
     assert parse_identity("Jane <jane\x01@doe.name>") is None
 
 
-def test_the_readme_example_identity_is_refused_if_copied_as_it_is():
-    for name in ("README.md", "CONTRIBUTING.md"):
+def test_the_documented_example_identity_is_refused_if_copied_as_it_is():
+    for name in ("docs/fork.md", "CONTRIBUTING.md"):
         text = (REPO_ROOT / name).read_text()
         examples = re.findall(r'--as "([^"]*)"', text)
         assert examples, f"{name} shows no --as example"

@@ -93,3 +93,45 @@ def test_the_tally_reads_only_pytest_outcome_lines(line, counted):
     tally = Tally()
     tally.see(line)
     assert str(tally) == counted
+
+
+CHANGED_AND_ADDED = """\
+--- a/tests/test_a.py
++++ b/tests/test_a.py
+@@ -1,2 +1,6 @@
+-def test_old(x):
++def test_old(x, y):
+     pass
++def test_new():
++    pass
++class TestK:
++    async def test_method(self):
++        pass
+--- a/vllm/core.py
++++ b/vllm/core.py
+@@ -1 +1 @@
+-def test_helper():
++def test_helper_renamed():
+"""
+
+
+def test_the_tests_a_series_adds_are_new_defs_in_a_test_file_or_not(tmp_path):
+    """A def line added and removed in one file is a changed test, not a new
+    one; -p0 keeps the path's first component."""
+    from harness.series.model import Series, SeriesEntry
+    from harness.suites.upstream import _tests_added
+
+    (tmp_path / "one.patch").write_text(CHANGED_AND_ADDED)
+    (tmp_path / "zero.patch").write_text(
+        CHANGED_AND_ADDED.replace("a/", "").replace("b/", "")
+    )
+    series = Series(
+        tmp_path,
+        tmp_path / "series",
+        (SeriesEntry("one.patch", 1), SeriesEntry("zero.patch", 0)),
+    )
+    assert _tests_added(series) == {
+        ("tests/test_a.py", "test_new"),
+        ("tests/test_a.py", "test_method"),
+        ("vllm/core.py", "test_helper_renamed"),
+    }

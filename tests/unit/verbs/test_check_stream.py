@@ -3,7 +3,7 @@
 import msgpack
 import msgspec
 import pytest
-from support.cli import harness
+from support.cli import harness, said
 from support.events import payload, removed, stored
 from support.publisher import free_port, run_with_publisher
 
@@ -121,6 +121,8 @@ def test_a_subscription_that_receives_nothing_is_incomplete():
     result = harness("check-stream", "--zmq", endpoint, "--timeout", "0.3")
     assert result.returncode == 16
     assert result.stderr == (
+        f"harness: check-stream: subscribed to {endpoint} (connected to the "
+        f"engine's publisher), every topic\n"
         f"error: {endpoint}: incomplete: no message arrived in 0.3 s\n"
     )
 
@@ -151,7 +153,7 @@ def test_a_live_sequence_gap_is_incomplete(numbers, missing):
         ["check-stream", "--max-events", "3", "--timeout", "30"], payloads, numbers
     )
     assert result.returncode == 16, result.stderr
-    [line] = result.stderr.splitlines()
+    [line] = said(result.stderr)
     assert line.startswith("error: tcp://127.0.0.1:")
     assert line.endswith(f": incomplete: {missing}")
     assert f"  incomplete: {missing}\n" in result.stdout

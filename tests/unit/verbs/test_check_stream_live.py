@@ -13,13 +13,14 @@ from contextlib import contextmanager
 import pytest
 import zmq
 from support import REPO_ROOT
-from support.cli import harness
+from support.cli import harness, said
 from support.events import cleared, payload, removed, stored
 from support.publisher import (
     free_port,
     publish_with_replay,
     run_with_publisher,
     run_with_replay,
+    start_publisher,
 )
 from support.stopping import default_signal_dispositions
 
@@ -101,7 +102,7 @@ def test_a_check_joined_late_without_a_complete_state_is_incomplete():
         [*CHECK, "--max-events", "2"], list(payloads), list(numbers), binds=True
     )
     assert result.returncode == 16
-    [line] = result.stderr.splitlines()
+    [line] = said(result.stderr)
     assert line.endswith(
         ": incomplete: joined at message 5 (messages 0-4 were sent before the "
         "subscription started), and no AllBlocksCleared followed to start from: "
@@ -135,7 +136,7 @@ def test_a_message_0_after_a_late_first_is_named_a_restart_not_a_reset():
         f"stream's first, on, 1 message(s) before it counted, not checked\n"
     ) in result.stdout
     assert "AllBlocksCleared" not in result.stdout
-    assert result.stderr == ""
+    assert said(result.stderr) == []
 
 
 def test_the_replay_endpoint_gives_what_a_late_check_missed():
@@ -236,7 +237,7 @@ def test_a_check_whose_replay_floods_with_large_frames_stops_at_its_bytes():
         flood=b"x" * (4 << 20),
     )
     assert result.returncode == 10, result.stdout + result.stderr
-    [line] = result.stderr.splitlines()
+    [line] = said(result.stderr)
     assert " sent more than 512 MiB without ending its replay (" in line
     assert line.endswith(
         "1 of them asked for): a flood, not vLLM's replay (its buffer once, then "
@@ -418,4 +419,53 @@ def test_a_replay_that_stops_without_its_end_marker_is_not_called_a_flood(
         f"replay endpoint {endpoint} sent 1 messages (11 bytes, 1 of them asked "
         f"for), then nothing, and no end marker in 1 s: not vLLM's replay (its "
         f"buffer, then an end marker)"
+    )
+
+
+def test_a_live_check_says_it_subscribed_and_how_far_it_got(monkeypatch, capsys):
+    """The subscribed line first, then a progress line every PROGRESS_S of
+    the clock (here one that moves PROGRESS_S at each reading), the report on
+    stdout as without them."""
+    from itertools import count
+
+    from harness import cli
+    from harness.verbs import check_stream
+
+    readings = count(0, check_stream.PROGRESS_S)
+    monkeypatch.setattr(check_stream, "PROGRESS_CLOCK", lambda: next(readings))
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    payloads = [payload(stored([2], 1)), payload(stored([3], 2), removed([3]))]
+    stop, thread = start_publisher(endpoint, payloads, binds=True)
+    try:
+        status = cli.main(
+            ["check-stream", "--max-events", "3", "--topic", "kv", "--zmq", endpoint]
+        )
+    finally:
+        stop.set()
+        thread.join()
+    out, err = capsys.readouterr()
+    assert status == 1
+    assert out.startswith(f"{endpoint}: 2 batches, 3 events, 0 stores of an ")
+    lines = err.splitlines()
+    assert lines[0] == (
+        f"harness: check-stream: subscribed to {endpoint} (connected to the "
+        "engine's publisher), topic 'kv'"
+    )
+    assert (
+        "harness: check-stream: 1 message(s) received; 1 batches, 1 events "
+        "checked, 1 violations so far"
+    ) in lines
+    assert all(line.startswith("harness: check-stream: ") for line in lines)
+
+
+def test_a_live_check_joined_late_says_it_waits_for_a_start():
+    from harness.contract.checker import StreamChecker
+    from harness.contract.subscribe import StartPoint
+    from harness.verbs.check_stream import live_progress
+
+    start = StartPoint()
+    assert start.checkable(5, []) is None
+    assert live_progress(1, start, StreamChecker()) == (
+        "check-stream: 1 message(s) received, none checked yet: waiting for an "
+        "AllBlocksCleared to start from"
     )

@@ -44,10 +44,41 @@ def test_tests_in_a_missing_directory_is_a_usage_error(tmp_path, capsys):
     assert "--in" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("extra", [["--in", "."], ["--selection", "full"]])
+@pytest.mark.parametrize(
+    "extra", [["--in", "."], ["--selection", "full"], ["--tier", "strict"]]
+)
 def test_an_option_of_tests_without_tests_is_a_usage_error(capsys, extra):
     with pytest.raises(SystemExit) as stop:
         cli.main(["targets", *extra])
     assert stop.value.code == 2
     err = capsys.readouterr().err
-    assert "--in and --selection go with --tests TARGET" in err
+    assert "--in, --selection and --tier go with --tests TARGET" in err
+
+
+SCHEDULER_TEST = (
+    "tests/v1/core/test_scheduler.py::"
+    "test_reset_prefix_cache_publishes_kv_cache_events_at_once"
+)
+
+
+def test_tests_of_a_tier_leave_out_what_only_another_tier_adds(capsys):
+    """The strict tier's 0001 adds the scheduler's test; the default tier's
+    tree has no such test, so its selection leaves it out."""
+    selection = list(get_target("main").selection("ci"))
+    assert cli.main(["targets", "--tests", "main", "--tier", "strict"]) == 0
+    assert capsys.readouterr().out.splitlines() == selection
+    assert cli.main(["targets", "--tests", "main", "--tier", "default"]) == 0
+    default = capsys.readouterr().out.splitlines()
+    assert SCHEDULER_TEST in selection and SCHEDULER_TEST not in default
+    assert [test for test in selection if "::" not in test] == [
+        test for test in default if "::" not in test
+    ]
+
+
+def test_tests_of_an_unknown_tier_is_one_line(capsys):
+    assert cli.main(["targets", "--tests", "main", "--tier", "strikt"]) == 5
+    err = capsys.readouterr().err
+    assert err == (
+        "error: target main: no tier 'strikt' in its series table (it has: "
+        "default, strict)\n"
+    )
