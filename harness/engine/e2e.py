@@ -34,6 +34,7 @@ from harness.installed.installation import installed_series, read_receipt
 from harness.installed.installed import check_release, locate
 from harness.installed.overlay import Overlay, prepare_overlay
 from harness.log import progress
+from harness.series.model import load_series
 from harness.suites.provenance import provenance
 from harness.targets import Target, get_target
 
@@ -109,11 +110,15 @@ class TierRuns:
 
 
 def each_tier(
-    target: str, dtype: str, session: Callable[[str, Path, str], Any]
+    target: str,
+    dtype: str,
+    session: Callable[[str, Path, str], Any],
+    alone: bool = False,
 ) -> TierRuns:
     """Build the model; ``session(label, model, dtype)`` on the installed
     package as released, then with each tier installed, taken off after its
-    session."""
+    session; with ``alone``, then with each patch of the strict tier alone
+    (the default tier is one patch already)."""
     pins = get_target(target)
     located = locate(sys.executable)  # before any work: vllm, and which one
     check_release(pins, located.dist)
@@ -124,6 +129,10 @@ def each_tier(
             f"python -m harness uninstall first"
         )
     overlays = {tier: prepare_overlay(pins, tier) for tier in TIERS}
+    if alone:
+        for entry in load_series(pins, "strict").entries:
+            overlay = prepare_overlay(pins, "strict", alone=entry)
+            overlays[overlay.tier] = overlay
     if (runnable := probe_dtype(dtype)) != dtype:
         progress(f"e2e: the installed engine cannot run {dtype} here; {runnable}")
         dtype = runnable

@@ -310,10 +310,11 @@ def routers_end_to_end(
     routers: Iterable[str],
     seed: int = 0,
     budget_s: float = SESSION_BUDGET_S,
+    alone: bool = False,
 ) -> EngineRouters:
     """A gated session with ``routers`` subscribed on the installed package,
     then one with each tier installed (harness.engine.e2e.each_tier, as the
-    e2e sessions run)."""
+    e2e sessions run), and with ``alone`` one per strict patch alone."""
     from harness.engine.e2e import each_tier
 
     started = time.monotonic()
@@ -324,6 +325,7 @@ def routers_end_to_end(
         lambda label, model, dtype: routers_session(
             label, model, dtype, seed, routers, budget_s
         ),
+        alone=alone,
     )
     return EngineRouters(
         target, runs.engine, runs.dtype, runs.results, time.monotonic() - started

@@ -12,12 +12,12 @@ just the files the patches name.
 
 import hashlib
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.errors import SeriesError
-from harness.series.apply import apply_series, choose_applier
-from harness.series.model import Series, load_series
+from harness.series.apply import GitApplier, apply_series, choose_applier
+from harness.series.model import Series, SeriesEntry, load_series
 from harness.targets import Target
 from harness.trees.sources import sdist_archive, sdist_members
 
@@ -73,13 +73,20 @@ class Overlay:
         return sorted(self.patched)
 
 
-def prepare_overlay(target: Target, tier: str) -> Overlay:
+def prepare_overlay(
+    target: Target, tier: str, alone: SeriesEntry | None = None
+) -> Overlay:
     """Read the touched files from the target's sdist and apply the series
     to them; a series that adds or removes a file under vllm/ is refused
-    (an installed package's RECORD would not describe the result)."""
+    (an installed package's RECORD would not describe the result). With
+    ``alone``, that patch of the tier's series only, labelled "NNNN alone"."""
     series = load_series(target, tier)
+    if alone is not None:
+        series = replace(series, entries=(alone,))
+        tier = f"{alone.patch.split('-', 1)[0]} alone"
     check_changes_only(series, target, tier)
-    applier = choose_applier(series)
+    # quilt pushes the series file's earlier patches too: one alone goes by git.
+    applier = choose_applier(series) if alone is None else GitApplier(series)
     archive = sdist_archive(target)
     pristine = sdist_members(target, archive, series.touched_paths())
     with tempfile.TemporaryDirectory(prefix="harness-overlay-") as scratch:

@@ -73,6 +73,12 @@ def register(parser) -> None:
     )
     routers.add_argument("--seed", type=int, default=0)
     routers.add_argument(
+        "--each-patch",
+        action="store_true",
+        help="also one session with each patch of the strict tier alone "
+        "(about a minute each)",
+    )
+    routers.add_argument(
         "--router",
         dest="routers",
         action="append",
@@ -177,7 +183,11 @@ def run_routers(args) -> int:
 
     require_engine(args.target, "capture", "consumers")
     outcome = routers_end_to_end(
-        args.target, args.dtype, args.routers or ROUTER_NAMES, args.seed
+        args.target,
+        args.dtype,
+        args.routers or ROUTER_NAMES,
+        args.seed,
+        alone=args.each_patch,
     )
     print(render(outcome.table()))
     for session in outcome.sessions.values():

@@ -384,3 +384,21 @@ def test_e2e_never_writes_into_a_tree_of_the_cache(tmp_path, monkeypatch):
     with pytest.raises(PackageError, match="inside the harness cache"):
         end_to_end("t")
     assert snapshot(cache) == before
+
+
+def test_an_overlay_of_one_patch_alone_changes_only_its_files(site):
+    from harness.installed.overlay import prepare_overlay
+    from harness.series.model import load_series
+    from harness.targets import get_target
+
+    target = get_target("t")
+    first, second = load_series(target, "strict").entries
+
+    overlay = prepare_overlay(target, "strict", alone=second)
+
+    assert overlay.tier == "0002 alone"
+    assert overlay.files == ["vllm/v1/core/kv_cache_utils.py"]
+    assert overlay.patched[overlay.files[0]] != overlay.pristine[overlay.files[0]]
+    assert prepare_overlay(target, "strict", alone=first).files == [
+        "vllm/v1/core/block_pool.py"
+    ]
