@@ -161,17 +161,17 @@ class StreamChecker:
     def apply(self, events: list[KVCacheEvent]) -> list[Violation]:
         """Apply one batch's events in list order; return the violations
         found in it."""
-        self._found: list[Violation] = []
+        self._found = found = []
         batch = self.batches
         self.batches = batch + 1
         self.events += len(events)
-        views, kinds = self.views, self.view_kinds
-        ancestry = self.stored if self.track_ancestry else None
-        check_chains = self.hash_model is not None
+        views = self.views
         duplicates = 0
-        medium = group = live = stored = None
-        # The view changes with an event's (medium, group_idx), rarely; the
-        # hash loops are the hot path, so dict operations are inlined there.
+        medium = group = live = None
+        # The view changes with an event's (medium, group_idx), rarely, and a
+        # batch may hold a single event: what the loop does not need per
+        # event is looked up at a view change, and the hash loops, the hot
+        # path, do their dict operations inline.
         for index, event in enumerate(events):
             kind = type(event)
             if kind is AllBlocksCleared:
@@ -183,11 +183,12 @@ class StreamChecker:
                 live = views.get(key)
                 if live is None:
                     live = views[key] = {}
-                    kinds.setdefault(key, None)
-                if ancestry is not None:
-                    stored = ancestry.setdefault(key, {})
-                if kind is BlockStored and kinds[key] is None:
-                    kinds[key] = event.kv_cache_spec_kind
+                    self.view_kinds.setdefault(key, None)
+                stored = (
+                    self.stored.setdefault(key, {}) if self.track_ancestry else None
+                )
+                if kind is BlockStored and self.view_kinds[key] is None:
+                    self.view_kinds[key] = event.kv_cache_spec_kind
             if kind is BlockStored:
                 parent = event.parent_block_hash
                 if parent is not None and parent not in live:
@@ -208,7 +209,7 @@ class StreamChecker:
                         f"{len(hashes)} hashes x block_size {event.block_size} "
                         f"!= {len(event.token_ids)} tokens",
                     )
-                elif check_chains:  # tokens cannot be placed when C3 fails
+                elif self.hash_model is not None:  # C3 failed: tokens unplaceable
                     self._check_chain(batch, index, event)
                 if stored is None:
                     for block_hash in hashes:
@@ -244,8 +245,9 @@ class StreamChecker:
                     del live[block_hash]
                 else:
                     live[block_hash] = count - 1
-        self.duplicate_stores += duplicates
-        return self._found
+        if duplicates:
+            self.duplicate_stores += duplicates
+        return found
 
     def _violation(
         self,
