@@ -161,24 +161,34 @@ class StreamChecker:
     def apply(self, events: list[KVCacheEvent]) -> list[Violation]:
         """Apply one batch's events in list order; return the violations
         found in it."""
-        self._found: list[Violation] = []
+        self._found = found = []
         batch = self.batches
         self.batches = batch + 1
         self.events += len(events)
+        views = self.views
         duplicates = 0
-        check_chains = self.hash_model is not None
-        medium = group = live = stored = None
+        medium = group = live = None
+        # The view changes with an event's (medium, group_idx), rarely, and a
+        # batch may hold a single event: what the loop does not need per
+        # event is looked up at a view change, and the hash loops, the hot
+        # path, do their dict operations inline.
         for index, event in enumerate(events):
             kind = type(event)
             if kind is AllBlocksCleared:
-                self.views.clear()
+                views.clear()
                 live = None
                 continue
             if live is None or event.group_idx != group or event.medium != medium:
-                medium, group = event.medium, event.group_idx
-                live, stored = self._view((medium, group))
-                if kind is BlockStored and self.view_kinds[medium, group] is None:
-                    self.view_kinds[medium, group] = event.kv_cache_spec_kind
+                medium, group = key = event.medium, event.group_idx
+                live = views.get(key)
+                if live is None:
+                    live = views[key] = {}
+                    self.view_kinds.setdefault(key, None)
+                stored = (
+                    self.stored.setdefault(key, {}) if self.track_ancestry else None
+                )
+                if kind is BlockStored and self.view_kinds[key] is None:
+                    self.view_kinds[key] = event.kv_cache_spec_kind
             if kind is BlockStored:
                 parent = event.parent_block_hash
                 if parent is not None and parent not in live:
@@ -199,45 +209,45 @@ class StreamChecker:
                         f"{len(hashes)} hashes x block_size {event.block_size} "
                         f"!= {len(event.token_ids)} tokens",
                     )
-                elif check_chains:  # tokens cannot be placed when C3 fails
+                elif self.hash_model is not None:  # C3 failed: tokens unplaceable
                     self._check_chain(batch, index, event)
+                if stored is None:
+                    for block_hash in hashes:
+                        if block_hash in live:
+                            live[block_hash] += 1
+                            duplicates += 1
+                        else:
+                            live[block_hash] = 1
+                    continue
                 for block_hash in hashes:
-                    count = live.get(block_hash)
-                    if count is None:
-                        live[block_hash] = 1
-                        if stored is not None:
-                            stored[block_hash] = (parent, batch)
-                    else:
-                        live[block_hash] = count + 1
+                    if block_hash in live:
+                        live[block_hash] += 1
                         duplicates += 1
-                    parent = block_hash
-            else:
-                for block_hash in event.block_hashes:
-                    count = live.get(block_hash)
-                    if count is None:
-                        self._violation(
-                            "C2",
-                            batch,
-                            index,
-                            event,
-                            "removed hash is not live",
-                            (block_hash,),
-                        )
-                    elif count == 1:
-                        del live[block_hash]
                     else:
-                        live[block_hash] = count - 1
-        self.duplicate_stores += duplicates
-        return self._found
-
-    def _view(self, key: ViewKey) -> tuple[dict, dict | None]:
-        live = self.views.get(key)
-        if live is None:
-            live = self.views[key] = {}
-            self.view_kinds.setdefault(key, None)
-        if not self.track_ancestry:
-            return live, None
-        return live, self.stored.setdefault(key, {})
+                        live[block_hash] = 1
+                        stored[block_hash] = (parent, batch)
+                    parent = block_hash
+                continue
+            for block_hash in event.block_hashes:
+                try:
+                    count = live[block_hash]
+                except KeyError:
+                    self._violation(
+                        "C2",
+                        batch,
+                        index,
+                        event,
+                        "removed hash is not live",
+                        (block_hash,),
+                    )
+                    continue
+                if count == 1:
+                    del live[block_hash]
+                else:
+                    live[block_hash] = count - 1
+        if duplicates:
+            self.duplicate_stores += duplicates
+        return found
 
     def _violation(
         self,

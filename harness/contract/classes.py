@@ -54,11 +54,11 @@ from harness.contract.wire import BlockRemoved, BlockStored, decode_event
 
 CLASSES = tuple(CLASS_TABLE)
 # The rules a workload's replay checks; C7 compares two runs, C8 test
-# outcomes, C9 a real engine's timing (harness.runs.judge).
+# outcomes, C9 a real engine's timing (harness.engine.judge).
 RULES = tuple(rule for rule in RULE_TABLE if rule not in ("C7", "C8", "C9"))
 SPARSE_GROUP_KINDS = {"sliding_window", "mamba"}
 # Label (before "@") of the call whose entry store is at fault -> class
-# (harness.runs.labeller names the calls). An entry whose block start the pool
+# (harness.workloads.labeller names the calls). An entry whose block start the pool
 # does not hold, or that ends its cache block, has nothing live to hang
 # ancestry from: K4, whatever the call (but K6 in a full-attention group).
 C1_CLASSES = {

@@ -7,8 +7,8 @@ its ZMQ publisher sends), a `PoolSnapshot` of the hashes the pool holds and a
 that evicts everything and a `RunEnd`. A run asked for probes also writes a
 `ProbeSetup` after the `RunStart` and a `ProbeRecord` after each operation's
 snapshot: requests looked up in the engine's own cache at that quiet point,
-for the router-fidelity measure (harness.contract.fidelity). An engine
-session (harness.runs.engine) writes a `ServedRequest` per request to a
+for the router-fidelity measure (harness.routers.fidelity). An engine
+session (harness.engine.engine) writes a `ServedRequest` per request to a
 record file of its own. Imports no vLLM, so checkers can read the records.
 
 Records are tagged structs: a new kind of record (a probe's result, say) is a
@@ -24,7 +24,7 @@ from harness.contract.wire import ExternalBlockHash, split_payloads
 
 
 class EventRecord(msgspec.Struct, array_like=True, frozen=True):
-    label: str  # what produced it (harness.runs.labeller)
+    label: str  # what produced it (harness.workloads.labeller)
     data: bytes  # the event as vLLM's msgspec encoder wrote it
 
 
@@ -42,7 +42,7 @@ class RunStart(msgspec.Struct, tag="start"):
     tree: str  # where vllm was imported from
     # The driven code registers partial prefix-cache entries: a pool driver
     # always (it calls cache_partial_block itself), a KVCacheManager only
-    # where the tree's managers do (vLLM 0.26 on; harness.runs.compat).
+    # where the tree's managers do (vLLM 0.26 on; harness.workloads.compat).
     partial_entries: bool = True
 
 
@@ -60,7 +60,7 @@ class PoolSnapshot(msgspec.Struct, tag="snapshot"):
 class BookkeepingSample(msgspec.Struct, tag="bookkeeping"):
     op: int
     # Size of each ancestry-bookkeeping structure of the pool, None on a
-    # tree that has none (harness.runs.workloads.BOOKKEEPING_ATTRIBUTES).
+    # tree that has none (harness.workloads.workloads.BOOKKEEPING_ATTRIBUTES).
     sizes: dict[str, int] | None
 
 

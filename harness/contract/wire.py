@@ -71,57 +71,91 @@ def split_payloads(data: bytes | memoryview | BinaryIO) -> Iterator[tuple[int, b
     """Yield ``(offset, payload)`` for msgpack objects laid back to back.
 
     ``data`` is bytes or a binary stream, read a chunk at a time: only the
-    payload being framed is held, never the whole input. Framing uses
-    msgpack-python's streaming ``Unpacker`` (``feed``, ``skip``, ``tell``),
-    which finds where each object ends without building it; msgspec has no
-    streaming decoder. Raises UnreadableStream naming the offset of the
-    payload that is not msgpack, nested too deeply, too large, or cut short.
+    chunk being framed and the payload it ends are held, never the whole
+    input. Raises UnreadableStream naming the offset of the payload that is
+    not msgpack, nested too deeply, too large, or cut short.
     """
-    stream = io.BytesIO(data) if isinstance(data, bytes | memoryview) else data
-    unpacker = msgpack.Unpacker(max_buffer_size=MAX_PAYLOAD_BYTES + READ_CHUNK_BYTES)
-    pending = bytearray()  # the input from offset `start` on: one payload's start
-    start = 0
-    while chunk := stream.read(READ_CHUNK_BYTES):
-        unpacker.feed(chunk)
-        pending += chunk
-        while True:
-            try:
-                unpacker.skip()
-            except msgpack.OutOfData:
-                break
-            except msgpack.StackError:
-                raise UnreadableStream(
-                    f"byte {start}", "msgpack nested deeper than any KVEventBatch"
-                ) from None
-            except (msgpack.FormatError, ValueError) as exc:
-                reason = str(exc) or "a byte that starts no msgpack object"
-                raise UnreadableStream(
-                    f"byte {start}", f"not msgpack: {reason}"
-                ) from None
-            end = unpacker.tell()
-            if end - start > MAX_PAYLOAD_BYTES:
-                break
-            yield start, bytes(pending[: end - start])
-            del pending[: end - start]
+    for held, start, ends in _frames(data):
+        base = start
+        for end in ends:
+            yield start, bytes(held[start - base : end - base])
             start = end
-        if len(pending) > MAX_PAYLOAD_BYTES:
-            raise UnreadableStream(
-                f"byte {start}",
-                f"a payload of over {MAX_PAYLOAD_BYTES} bytes: not a KVEventBatch",
-            )
-    if pending:
-        raise UnreadableStream(
-            f"byte {start}",
-            f"truncated: the input ends {len(pending)} byte(s) into this payload",
-        )
 
 
 def decode_batches(
     data: bytes | memoryview | BinaryIO,
 ) -> Iterator[tuple[int, KVEventBatch]]:
     """Yield ``(offset, batch)`` for each KVEventBatch payload in ``data``."""
-    for offset, payload in split_payloads(data):
-        yield offset, decode_batch(payload, f"byte {offset}")
+    decode = _batch_decoder.decode
+    for held, start, ends in _frames(data):
+        base = start
+        for end in ends:
+            try:
+                batch = decode(held[start - base : end - base])
+            except (msgspec.DecodeError, RecursionError) as exc:
+                raise _not_a_batch(f"byte {start}", exc) from None
+            yield start, batch
+            start = end
+
+
+def _frames(data: bytes | memoryview | BinaryIO) -> Iterator[tuple]:
+    """Per chunk read, the payloads it ends: ``(held, start, ends)``, the
+    payloads lying from offset ``start`` to the first of ``ends``, from
+    there to the next, and so on; ``held`` a memoryview of the input from
+    ``start`` on.
+
+    Framing uses msgpack-python's streaming ``Unpacker`` (``feed``, ``skip``,
+    ``tell``), which finds where each object ends without building it;
+    msgspec has no streaming decoder. A chunk's payloads come at once, as
+    offsets (no object for the garbage collector to track), so that the
+    caller pays for a generator step per chunk, not per payload; the
+    payloads before a bad one come before its error.
+    """
+    stream = io.BytesIO(data) if isinstance(data, bytes | memoryview) else data
+    unpacker = msgpack.Unpacker(max_buffer_size=MAX_PAYLOAD_BYTES + READ_CHUNK_BYTES)
+    skip, tell = unpacker.skip, unpacker.tell
+    parts = []  # the input from offset `start` on, as read: one payload's start
+    start = read = 0
+    while chunk := stream.read(READ_CHUNK_BYTES):
+        unpacker.feed(chunk)
+        parts.append(chunk)
+        read += len(chunk)
+        first, ends = start, []
+        try:
+            while True:
+                skip()
+                end = tell()
+                if end - start > MAX_PAYLOAD_BYTES:
+                    break
+                ends.append(end)
+                start = end
+        except msgpack.OutOfData:
+            pass
+        except (msgpack.StackError, msgpack.FormatError, ValueError) as exc:
+            if ends:
+                yield memoryview(b"".join(parts)), first, ends
+            raise _not_msgpack(f"byte {start}", exc) from None
+        if ends:  # the held input joined once per chunk, its rest kept
+            held = memoryview(b"".join(parts))
+            parts = [held[start - first :]]
+            yield held, first, ends
+        if read - start > MAX_PAYLOAD_BYTES:
+            raise UnreadableStream(
+                f"byte {start}",
+                f"a payload of over {MAX_PAYLOAD_BYTES} bytes: not a KVEventBatch",
+            )
+    if read > start:
+        raise UnreadableStream(
+            f"byte {start}",
+            f"truncated: the input ends {read - start} byte(s) into this payload",
+        )
+
+
+def _not_msgpack(position: str, exc: Exception) -> UnreadableStream:
+    if isinstance(exc, msgpack.StackError):
+        return UnreadableStream(position, "msgpack nested deeper than any KVEventBatch")
+    reason = str(exc) or "a byte that starts no msgpack object"
+    return UnreadableStream(position, f"not msgpack: {reason}")
 
 
 def decode_event(payload: bytes) -> KVCacheEvent:
@@ -133,12 +167,18 @@ def decode_batch(payload: bytes, position: str) -> KVEventBatch:
     """One KVEventBatch payload; ``position`` names it if it is not one."""
     try:
         return _batch_decoder.decode(payload)
-    except msgspec.DecodeError as exc:  # ValidationError included
-        raise UnreadableStream(position, f"not a KVEventBatch: {exc}") from None
-    except RecursionError:  # nesting inside a field that takes any value
-        raise UnreadableStream(
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise _not_a_batch(position, exc) from None
+
+
+def _not_a_batch(position: str, exc: Exception) -> UnreadableStream:
+    """A payload msgspec refused (ValidationError included), or nested inside
+    a field that takes any value deeper than Python can decode."""
+    if isinstance(exc, RecursionError):
+        return UnreadableStream(
             position, "not a KVEventBatch: nested deeper than Python can decode"
-        ) from None
+        )
+    return UnreadableStream(position, f"not a KVEventBatch: {exc}")
 
 
 def short_hash(block_hash: ExternalBlockHash | None) -> str:

@@ -72,6 +72,18 @@ def test_multiset_hash_stays_live_until_removed_as_often_as_stored():
     assert rules(checker) == ["C2"]
 
 
+@pytest.mark.parametrize("track_ancestry", [False, True])
+def test_duplicates_and_what_stays_live_do_not_depend_on_ancestry(track_ancestry):
+    checker = StreamChecker(track_ancestry=track_ancestry)
+    checker.apply([stored([1, 2, 2], None), stored([3, 1], 2)])
+    checker.apply([removed([2, 1, 9])])
+    assert checker.duplicate_stores == 2
+    assert checker.views[(GPU, 0)] == {1: 1, 2: 1, 3: 1}
+    assert rules(checker) == ["C2"]
+    if track_ancestry:
+        assert checker.stored[(GPU, 0)] == {1: (None, 0), 2: (1, 0), 3: (2, 0)}
+
+
 def test_views_are_separate_per_group_and_medium():
     checker = StreamChecker()
     checker.apply([stored([1], None, group=0)])

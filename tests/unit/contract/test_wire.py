@@ -41,6 +41,25 @@ def test_unknown_event_tag_is_unreadable_input():
     assert "BlockMoved" in caught.value.reason
 
 
+def test_payloads_before_a_byte_that_is_not_msgpack_come_first():
+    good = payloads([stored([1], None)], [removed([1])])
+    with pytest.raises(UnreadableStream) as caught:
+        list(split_payloads(good + b"\xc1"))
+    assert caught.value.position == f"byte {len(good)}"
+    seen = []
+    with pytest.raises(UnreadableStream):
+        seen.extend(batch.events for _, batch in decode_batches(good + b"\xc1"))
+    assert seen == [[stored([1], None)], [removed([1])]]
+
+
+def test_a_payload_not_a_batch_is_reported_before_a_later_framing_error():
+    data = msgspec.msgpack.encode({"not": "a batch"}) + b"\xc1"
+    with pytest.raises(UnreadableStream) as caught:
+        list(decode_batches(data))
+    assert caught.value.position == "byte 0"
+    assert caught.value.reason.startswith("not a KVEventBatch: ")
+
+
 def test_fields_added_by_later_releases_are_ignored():
     class LaterBlockStored(msgspec.Struct, tag="BlockStored"):
         block_hashes: list[int]
