@@ -259,6 +259,9 @@ def publisher_and_check(command, **options):
     port = free_port()
     publisher = zmq.Context.instance().socket(zmq.XPUB)
     publisher.setsockopt(zmq.LINGER, 0)
+    # Every subscription, also a reconnecting check's while its old
+    # connection is still being torn down (XPUB drops that duplicate).
+    publisher.setsockopt(zmq.XPUB_VERBOSE, 1)
     publisher.bind(f"tcp://127.0.0.1:{port}")
     endpoint = f"tcp://127.0.0.1:{port}"
     process = subprocess.Popen(
