@@ -128,13 +128,20 @@ def claims(sub: Submission) -> str:
     return "\n".join(lines)
 
 
+OFFLINE = "HF_HUB_OFFLINE"
+
+
 def validation_command(sub: Submission) -> str:
     """The pytest command of Validation: the tests the branch holds."""
     selection = (sub.verdict or {}).get("selection", "ci")
     tests = sub.validation_tests
     if tests is None:
         tests = sub.target.selection(selection)
-    environment = " ".join(f"{key}={value}" for key, value in UPSTREAM_ENV.items())
+    # Not HF_HUB_OFFLINE: the harness's runs read model configs from its own
+    # hub stand-in; a reviewer's run fetches them.
+    environment = " ".join(
+        f"{key}={value}" for key, value in UPSTREAM_ENV.items() if key != OFFLINE
+    )
     return f"{environment} PYTHONPATH=. python -m pytest {' '.join(tests)}"
 
 

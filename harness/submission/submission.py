@@ -178,7 +178,9 @@ class Submission:
     @property
     def validated(self) -> bool:
         """A passing verdict of this series, and fail-before-fix evidence for
-        every patch."""
+        every patch; for a part, which no verdict measured, that evidence."""
+        if self.part is not None:
+            return self.evidence_ok
         return bool(
             self.verdict
             and self.verdict.get("passed")

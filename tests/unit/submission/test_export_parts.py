@@ -104,6 +104,9 @@ def test_a_part_quotes_no_run_of_the_whole_tier(tmp_path, target):
         "all passing with it."
     ) in body
     assert "**Design.**" not in body and "**Root cause.**" not in body
+    assert "- [x] **Testing and Validation:**" in body
+    export(tmp_path / "unrun", "--tier", "strict", "--patches", "1")
+    assert "- [ ] **Testing and Validation:**" in read(tmp_path / "unrun")
 
 
 def test_a_patch_that_names_no_issue_has_no_fixes_and_no_issue_comment(
