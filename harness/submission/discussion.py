@@ -1,5 +1,5 @@
 """What a submitter posts before the pull request: the comment on the issue
-that asks a maintainer which way to go, and the RFC issue vLLM asks for
+that offers the measurements to the open pull request, and the RFC issue vLLM asks for
 above 500 changed lines.
 
 vLLM's AGENTS.md: "If an open PR already addresses the same fix, do not open
@@ -115,15 +115,16 @@ def issue_comment(sub: Submission) -> str:
     release = sub.target.source.release_name()
     wire = pr_prose.wire_paragraph(sub.wire, "the alternative")
     lines = [
-        f"Before opening a pull request for this I would like a maintainer's "
-        f"view on which way to fix it, since #{ALTERNATIVE} is open for the "
-        "same defect and takes another approach.",
+        f"#{ALTERNATIVE} is open for this defect. I measured what the stream's "
+        "consumers predict with it and with another approach, and offer the "
+        f"measurements and tests to #{ALTERNATIVE} and #44488 rather than a "
+        "competing pull request.",
         "",
         f"- #{ALTERNATIVE} (stacked on #44488) keeps the partial entry as the "
         "only hash a consumer indexes and describes the skipped boundaries in "
         "new optional fields (`skipped_parent_block_hash`, `skipped_token_ids`, "
         "`skipped_extra_keys`), which a consumer must read to place the entry.",
-        f"- The alternative I have: {APPROACH[sub.target.stream(sub.tier)]}",
+        f"- The other approach measured: {APPROACH[sub.target.stream(sub.tier)]}",
         "",
         *_comparison(sub),
     ]
@@ -131,10 +132,9 @@ def issue_comment(sub: Submission) -> str:
         lines += ["", wire]
     lines += [
         "",
-        f"Which would you take for {release} and main: the `skipped_*` fields "
-        f"(#44488 + #{ALTERNATIVE}), or {CHOICE[sub.target.stream(sub.tier)]}? "
-        "If the latter, "
-        f"the change is {sub.count} commit(s):",
+        f"If a maintainer would rather take {CHOICE[sub.target.stream(sub.tier)]} "
+        f"than the `skipped_*` fields (#44488 + #{ALTERNATIVE}) for {release} "
+        f"and main, it is {sub.count} commit(s):",
         "",
         *_commits(sub),
     ]

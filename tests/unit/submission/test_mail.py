@@ -448,10 +448,12 @@ def test_the_comment_for_the_issue_asks_which_way_before_any_pr(
     said += "a maintainer's answer before opening the pull request"
     assert said in capsys.readouterr().out.splitlines()
     comment = (tmp_path / "out" / "issue-comment.md").read_text()
-    assert comment.startswith("Before opening a pull request")
+    assert comment.startswith("#58121 is open for this defect.")
+    assert "offer the measurements and tests to #58121 and #44488" in comment
     assert "#58121 (stacked on #44488)" in comment
-    assert "Which would you take" in comment
-    assert "the change is 3 commit(s):\n\n1. [Bugfix][KV Events] Report the" in comment
+    assert (
+        "and main, it is 3 commit(s):\n\n1. [Bugfix][KV Events] Report the" in comment
+    )
     # Every count computed: the tiny series' lines per commit, by numstat.
     assert "1. [Bugfix][KV Events] Report the parent (2 changed lines" in comment
     assert "3. [Misc] Drop the old module (1 changed lines" in comment
