@@ -56,7 +56,7 @@ RELATED_WORK = (
         "it; here the skipped boundaries are ordinary stores that consumers "
         "already read, and a router also sees boundaries the engine cannot "
         "serve. Both rewrite what `cache_partial_block()` emits, so one should "
-        "land; the comment on #58119 asks which",
+        "land; the comment on #58119 offers the measurements to this one",
     ),
     RelatedWork(
         44488,
