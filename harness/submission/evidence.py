@@ -28,7 +28,7 @@ from harness.errors import ExportError, MissingDependency
 from harness.log import progress
 from harness.submission.evidence_env import in_tree
 from harness.submission.gitrepo import BRANCH, git, relative_ref
-from harness.trees.env import UPSTREAM_ENV, tree_env
+from harness.trees.env import SHOWN_ENV, tree_env
 
 # --tb=line: one line per failure, and a collection error's own message (a
 # module that cannot be imported), which the runs read and never record.
@@ -201,7 +201,7 @@ def _pytest(
 ) -> TestRun:
     """One run of the patch's tests, ``step`` said on stderr when it starts,
     every PROGRESS_S while it runs, and with pytest's summary when it ends."""
-    environment = " ".join(f"{key}={value}" for key, value in UPSTREAM_ENV.items())
+    environment = SHOWN_ENV
     # One test per line: the ids are long, and a shell takes the line breaks.
     shown = " \\\n    ".join(
         (f"{environment} PYTHONPATH=. {' '.join(PYTEST)}", *tests.node_ids)

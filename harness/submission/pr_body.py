@@ -29,7 +29,7 @@ from harness.submission.related_work import (
     relation,
 )
 from harness.submission.submission import Submission
-from harness.trees.env import UPSTREAM_ENV
+from harness.trees.env import SHOWN_ENV
 
 # vLLM asks for an RFC issue before changes over this many lines (tests,
 # kernels, data and config excluded).
@@ -128,20 +128,13 @@ def claims(sub: Submission) -> str:
     return "\n".join(lines)
 
 
-OFFLINE = "HF_HUB_OFFLINE"
-
-
 def validation_command(sub: Submission) -> str:
     """The pytest command of Validation: the tests the branch holds."""
     selection = (sub.verdict or {}).get("selection", "ci")
     tests = sub.validation_tests
     if tests is None:
         tests = sub.target.selection(selection)
-    # Not HF_HUB_OFFLINE: the harness's runs read model configs from its own
-    # hub stand-in; a reviewer's run fetches them.
-    environment = " ".join(
-        f"{key}={value}" for key, value in UPSTREAM_ENV.items() if key != OFFLINE
-    )
+    environment = SHOWN_ENV
     return f"{environment} PYTHONPATH=. python -m pytest {' '.join(tests)}"
 
 

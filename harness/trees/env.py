@@ -18,6 +18,12 @@ from harness.trees.cpu_platform import CPU_PLATFORM_VARIABLE
 # The environment of every upstream test run, pristine and patched alike; it
 # is part of the key of cached pristine outcomes.
 UPSTREAM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"}
+# What a command shown to a reviewer sets: not HF_HUB_OFFLINE, which only the
+# harness's hub stand-in (HUB_STANDIN) satisfies; a reviewer's run fetches
+# the model configs the tests read.
+SHOWN_ENV = " ".join(
+    f"{key}={value}" for key, value in UPSTREAM_ENV.items() if key != "HF_HUB_OFFLINE"
+)
 
 # A model hub cache (huggingface_hub's layout) holding the config.json of each
 # model vLLM's CPU-runnable core tests name, and nothing else; read only.
