@@ -211,6 +211,8 @@ class StreamChecker:
                     )
                 elif self.hash_model is not None:  # C3 failed: tokens unplaceable
                     self._check_chain(batch, index, event)
+                # Two loops, so that the common case (no ancestry kept) tests
+                # nothing more per hash.
                 if stored is None:
                     for block_hash in hashes:
                         if block_hash in live:
