@@ -29,7 +29,7 @@ def register(parser) -> None:
         f"work. Costs, {COST}: about 3 min with --dynamo and the trees cached, "
         "0.5 GB of harness cache per target for its trees. --router measures "
         "every consumer instead and opens with 'who gains what', tree by "
-        "consumer (docs/consumers.md)."
+        "consumer (docs/operators.md)."
     )
     add_target_arguments(parser, target_default="main", several_tiers=True)
     parser.add_argument(
