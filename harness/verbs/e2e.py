@@ -199,10 +199,8 @@ def run_routers(args) -> int:
 def write_model(args) -> int:
     """Build the e2e sessions' model in --out and print its path."""
     import os
-    import shutil
-    import tempfile
 
-    from harness import cache
+    from harness import cache, scratch
     from harness.engine.engine import build_model
     from harness.errors import MissingDependency, OutputError
     from harness.log import progress
@@ -224,14 +222,11 @@ def write_model(args) -> int:
     progress(f"e2e: building the tiny model in {out}")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix=".model-", dir=out.parent))
-        try:
+        with scratch.directory(out.parent, "model") as building:
             build_model(building)
             if out.is_dir():
                 out.rmdir()  # empty, as checked: the built model takes its place
             building.rename(out)
-        finally:
-            shutil.rmtree(building, ignore_errors=True)
     except OSError as exc:
         raise OutputError(f"cannot write {out}: {exc.strerror or exc}") from None
     print(out)
