@@ -44,6 +44,10 @@ class RunStart(msgspec.Struct, tag="start"):
     # always (it calls cache_partial_block itself), a KVCacheManager only
     # where the tree's managers do (vLLM 0.26 on; harness.workloads.compat).
     partial_entries: bool = True
+    # What the driven requests' prefix-cache hits are announced in:
+    # "incremental" (never again) or "full" (again, on every hit), as the
+    # tree honours it (harness.workloads.drivers, FULL_REPORT_CONFIGS).
+    report_mode: str = "incremental"
 
 
 class OpRecord(msgspec.Struct, tag="op"):

@@ -12,7 +12,7 @@ from harness.routers import (
 )
 from harness.targets import TIERS
 from harness.verbs import COST, add_target_arguments
-from harness.workloads.drivers import CONFIGS
+from harness.workloads.drivers import CONFIGS, WORKLOADS
 
 
 def register(parser) -> None:
@@ -45,8 +45,8 @@ def register(parser) -> None:
         "--config",
         dest="configs",
         action="append",
-        choices=list(CONFIGS),
-        help="repeat for several (default: every workload config)",
+        choices=list(WORKLOADS),
+        help="repeat for several (default: every config of incremental report mode)",
     )
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
     parser.add_argument("--ops", type=int, default=DEFAULT_OPS)

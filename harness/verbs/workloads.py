@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from harness.verbs import positive_int, whole_number
-from harness.workloads.drivers import CONFIGS
+from harness.workloads.drivers import CONFIGS, WORKLOADS
 from harness.workloads.scenarios import SCENARIOS
 
 # The most operations or probes a run takes (far beyond any that ends).
@@ -24,7 +24,7 @@ MOST = 10**9
 
 
 def register(parser) -> None:
-    parser.add_argument("--config", choices=[*CONFIGS, *SCENARIOS])
+    parser.add_argument("--config", choices=[*WORKLOADS, *SCENARIOS])
     parser.add_argument(
         "--seed", type=whole_number(-(2**63), 2**64 - 1), default=0, metavar="S"
     )

@@ -2,7 +2,8 @@
 
 ``pool-HBSxBS`` drives `BlockPool` directly (harness.workloads.pool_driver);
 ``manager-*`` drives `KVCacheManager` with hybrid group layouts
-(harness.workloads.manager_driver).
+(harness.workloads.manager_driver). FULL_REPORT_CONFIGS run two of them with
+every request in KV-event report mode "full".
 """
 
 from __future__ import annotations
@@ -91,3 +92,27 @@ CONFIGS: dict[str, Callable[[random.Random], PoolDriver | ManagerDriver]] = {
         16, [("full_attention", 256), ("sliding_window", 64)], 96, 320, 0
     ),
 }
+
+
+def in_full_report_mode(config: Callable[[random.Random], ManagerDriver]):
+    """``config`` with every request asking, as a client can with
+    ``extra_args={"kv_cache_report_mode": "full"}``, for its prefix-cache
+    hits to be announced again (vLLM 0.26 on; earlier releases ignore it)."""
+
+    def build(rng: random.Random) -> ManagerDriver:
+        driver = config(rng)
+        driver.prompts.report_mode = "full"
+        return driver
+
+    return build
+
+
+# Report mode "full" (docs/contract.md, "Report mode full"): each config and
+# the config of CONFIGS it repeats, same seeds, same operations. Not with
+# Mamba: there released vLLM fails on a hit that ends inside a block.
+FULL_REPORT_TWINS = {"full-report": "manager-full", "swa-full-report": "swa-sparse"}
+FULL_REPORT_CONFIGS = {
+    name: in_full_report_mode(CONFIGS[twin]) for name, twin in FULL_REPORT_TWINS.items()
+}
+# Every workload the `workloads` verb runs.
+WORKLOADS = {**CONFIGS, **FULL_REPORT_CONFIGS}

@@ -9,14 +9,22 @@ from typing import Any
 VOCAB = 8  # small, so random suffixes still share prefixes now and then
 
 
-def make_request(request_id: str, token_ids: list[int], hash_block_size: int) -> Any:
-    """A request as upstream's prefix-cache tests build it (sha256 hashing)."""
+def make_request(
+    request_id: str,
+    token_ids: list[int],
+    hash_block_size: int,
+    report_mode: str = "incremental",
+) -> Any:
+    """A request as upstream's prefix-cache tests build it (sha256 hashing),
+    in the KV-event ``report_mode`` a client asks for with
+    ``extra_args={"kv_cache_report_mode": ...}`` (vLLM 0.26 on reads it)."""
     from vllm.sampling_params import SamplingParams
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher
     from vllm.v1.request import Request
 
-    sampling_params = SamplingParams(max_tokens=1 << 20)
+    extra_args = {"kv_cache_report_mode": report_mode}
+    sampling_params = SamplingParams(max_tokens=1 << 20, extra_args=extra_args)
     sampling_params.update_from_generation_config({}, eos_token_id=VOCAB + 1)
     return Request(
         request_id=request_id,
@@ -36,8 +44,15 @@ class Prompts:
     """Seeded prompts that start from a few shared documents, so requests
     share prefixes of any length."""
 
-    def __init__(self, rng: random.Random, max_length: int, hash_block_size: int):
+    def __init__(
+        self,
+        rng: random.Random,
+        max_length: int,
+        hash_block_size: int,
+        report_mode: str = "incremental",
+    ):
         self.rng = rng
+        self.report_mode = report_mode
         self.max_length = max_length
         self.hash_block_size = hash_block_size
         self.documents = [
@@ -57,4 +72,6 @@ class Prompts:
         self.issued += 1
         if self.on_issue is not None:
             self.on_issue(tokens)
-        return make_request(str(self.issued), tokens, self.hash_block_size)
+        return make_request(
+            str(self.issued), tokens, self.hash_block_size, self.report_mode
+        )

@@ -40,8 +40,12 @@ from harness.contract.records import (
     encode_record,
 )
 from harness.contract.wire import ExternalBlockHash
-from harness.workloads.compat import managers_register_partial_entries, pool_medium
-from harness.workloads.drivers import CONFIGS, evict_everything
+from harness.workloads.compat import (
+    managers_register_partial_entries,
+    pool_medium,
+    pool_methods,
+)
+from harness.workloads.drivers import WORKLOADS, evict_everything
 from harness.workloads.labeller import EventLabeller
 from harness.workloads.probes import Prober
 from harness.workloads.scenarios import SCENARIOS
@@ -134,7 +138,7 @@ def init_hashing() -> None:
 
 def build(config: str, seed: int):
     init_hashing()
-    driver = CONFIGS[config](random.Random(seed))
+    driver = WORKLOADS[config](random.Random(seed))
     return driver, EventLabeller(driver.pool, driver.group_kinds)
 
 
@@ -158,6 +162,19 @@ def run_start(config: str, seed: int, ops: int, driver) -> RunStart:
         partial_entries=(
             not hasattr(driver, "manager") or managers_register_partial_entries()
         ),
+        report_mode=report_mode(driver),
+    )
+
+
+def report_mode(driver) -> str:
+    """The KV-event report mode the driven requests ask for, where the tree
+    honours it (`emit_cached_block_events`, vLLM 0.26 on)."""
+    prompts = getattr(driver, "prompts", None)
+    asked = getattr(prompts, "report_mode", "incremental")
+    return (
+        asked
+        if pool_methods(driver.pool, ["emit_cached_block_events"])
+        else ("incremental")
     )
 
 
