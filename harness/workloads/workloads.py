@@ -169,13 +169,9 @@ def run_start(config: str, seed: int, ops: int, driver) -> RunStart:
 def report_mode(driver) -> str:
     """The KV-event report mode the driven requests ask for, where the tree
     honours it (`emit_cached_block_events`, vLLM 0.26 on)."""
-    prompts = getattr(driver, "prompts", None)
-    asked = getattr(prompts, "report_mode", "incremental")
-    return (
-        asked
-        if pool_methods(driver.pool, ["emit_cached_block_events"])
-        else ("incremental")
-    )
+    if not pool_methods(driver.pool, ["emit_cached_block_events"]):
+        return "incremental"
+    return getattr(getattr(driver, "prompts", None), "report_mode", "incremental")
 
 
 def record(
