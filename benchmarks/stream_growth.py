@@ -5,15 +5,18 @@ registration costs.
 
     python benchmarks/stream_growth.py [--tree LABEL=PATH ...] [--seeds 5]
         [--ops 1000] [--repeat 200] [--only workloads|registrations]
-        [--json FILE]
+        [--config NAME ...] [--json FILE]
 
 The first tree is the baseline (default: the harness's cached trees of target
 main, pristine, default and strict). Each tree runs the BlockPool drivers of
-``harness.workloads.workloads`` (pool-128x1536, pool-2x6, pool-4x12, pool-16x64) in a
-child process of its own: per seed, ``--ops`` seeded operations and then one
-that evicts everything, the events taken after each operation and encoded as
-the engine's publisher does (one ``KVEventBatch`` per operation that emitted
-any, vLLM's msgspec encoder; ZMQ's topic and sequence frames not counted).
+``harness.workloads.drivers`` (pool-128x1536, pool-2x6, pool-4x12,
+pool-16x64; ``--config`` names others, the KVCacheManager ones too, which
+call the pool as the engine's managers do under the scheduler's Mamba
+split) in a child process of its own: per seed, ``--ops`` seeded operations
+and then one that evicts everything, the events taken after each operation
+and encoded as the engine's publisher does (one ``KVEventBatch`` per
+operation that emitted any, vLLM's msgspec encoder; ZMQ's topic and
+sequence frames not counted).
 
 The workloads make the same pool calls in every tree (the series changes no
 lookup and no allocation; the script checks that the operation sequences
@@ -45,6 +48,8 @@ from collections import Counter
 from pathlib import Path
 
 import benchlib
+
+from harness.workloads.drivers import CONFIGS as DRIVERS
 
 SCRIPT = Path(__file__).resolve()
 CONFIGS = ("pool-128x1536", "pool-2x6", "pool-4x12", "pool-16x64")
@@ -362,7 +367,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks/stream_growth.py")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     benchlib.add_tree_argument(parser)
-    parser.add_argument("--config", action="append", choices=CONFIGS)
+    parser.add_argument(
+        "--config",
+        action="append",
+        choices=list(DRIVERS),
+        help="a driver to run (repeat; default: the four BlockPool drivers)",
+    )
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--ops", type=int, default=1000)
     parser.add_argument(
