@@ -23,21 +23,21 @@ def runs_of(conformance, config: str) -> dict:
     return conformance.pair(config, *conformance.long_workload, counted=False)
 
 
-def without_reannouncements(run) -> list[list]:
-    """Each operation's events, less the re-announcements of hits."""
-    return [
-        [event for event in op.events if not event.label.startswith("hits@")]
-        for op in run.ops
-    ]
+def is_reannouncement(event) -> bool:
+    return event.label.startswith("hits@")
+
+
+def events_where(run, keep) -> list[list]:
+    """Each operation's events for which ``keep`` holds."""
+    return [[event for event in op.events if keep(event)] for op in run.ops]
 
 
 def reannounced(run) -> set:
     """Every hash a re-announcement stored."""
     return {
         block_hash
-        for op in run.ops
-        for event in op.events
-        if event.label.startswith("hits@")
+        for op in events_where(run, is_reannouncement)
+        for event in op
         for block_hash in decode_event(event.data).block_hashes
     }
 
@@ -51,19 +51,13 @@ def test_full_mode_only_adds_reannouncements(conformance, config):
     full = runs_of(conformance, config)
     incremental = runs_of(conformance, FULL_REPORT_TWINS[config])
     for tree in TREES:
-        assert without_reannouncements(full[tree]) == [
+        assert events_where(full[tree], lambda e: not is_reannouncement(e)) == [
             op.events for op in incremental[tree].ops
         ], tree
-    announced = [
-        [event.data for event in op.events if event.label.startswith("hits@")]
-        for op in full["pristine"].ops
-    ]
-    assert announced == [
-        [event.data for event in op.events if event.label.startswith("hits@")]
-        for op in full["patched"].ops
-    ]
-    for data in (data for op in announced for data in op):
-        assert isinstance(decode_event(data), BlockStored)
+    announced = events_where(full["pristine"], is_reannouncement)
+    assert announced == events_where(full["patched"], is_reannouncement)
+    for event in (event for op in announced for event in op):
+        assert isinstance(decode_event(event.data), BlockStored)
 
 
 @pytest.mark.parametrize("config", list(FULL_REPORT_TWINS))

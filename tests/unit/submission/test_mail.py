@@ -439,7 +439,7 @@ def test_a_range_outside_the_series_is_refused_before_any_work(
     assert not (tmp_path / "out").exists()
 
 
-def test_the_comment_for_the_issue_asks_which_way_before_any_pr(
+def test_the_comment_for_the_issue_comes_before_any_pr(
     tmp_path, monkeypatch, cache, capsys
 ):
     make_target(tmp_path, monkeypatch)
