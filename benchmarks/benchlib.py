@@ -168,19 +168,6 @@ def children(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def as_the_engine_runs() -> None:
-    """Cache vLLM's environment variables, as the engine does once it has
-    started (``vllm.envs.enable_envs_cache``, where the release has it):
-    without it every ``maybe_convert_block_hash`` reads the environment
-    again, which no engine does, and pristine's and the series' per-hash
-    costs are both overstated."""
-    import vllm.envs as envs
-
-    enable = getattr(envs, "enable_envs_cache", None)
-    if enable is not None:
-        enable()
-
-
 def serve_requests() -> Iterator[tuple[dict[str, Any], Any]]:
     """In a child: yield ``(request, reply)`` pairs; call ``reply(obj)``.
 

@@ -7,28 +7,10 @@ hybrid model's decode through one cache block (patch 0003's Mamba runs).
 
 The first tree is the baseline (default: the harness's cached trees of target
 main, pristine and default). Each tree runs in a child process of its own
-that stays up for the whole run. The cases:
-
-- ``partial xR`` (R = 4, 16, 48, 128): ``cache_partial_block`` alone, hash
-  block 16, cache block 16*R, the first cache block cached, the entry at the
-  second block's last hash boundary (where 0004 reports the most boundaries);
-- ``register HxBxT``: one prompt's registration (its full blocks, then its
-  tail), ``stream_growth.py``'s own, at 128x1536x1800, 16x1536x4000,
-  16x2048x4000 and 4x4096x8000 (one tail at 4 / 4096 / 8,000 tokens);
-- ``8 sibling tails``: eight requests with the same 8,000-token prompt (as
-  ``n=8`` sampling has), hash block 4, cache block 4096, the shared first
-  block cached; the eight ``cache_partial_block`` calls of their tails, each
-  in a block of its own;
-- ``decode Nk`` (N = 1, 4, 16, 64): a hybrid KVCacheManager (full attention
-  and Mamba in align mode, both block 16, hash block 16, dense retention),
-  an N*1024-token prompt prefilled in chunks split as vLLM's scheduler splits
-  them for Mamba (``harness.workloads.manager_driver``), then the 16 decode steps
-  (``allocate_slots`` of one token each) that fill the next cache block;
-- ``decode 16k, unaligned prefill``: the same with the prompt prefilled in one
-  chunk that ends inside a block, so no Mamba state is cached before the
-  decoded block (what a dropped or evicted checkpoint leaves);
-- the same with ``events off`` (``enable_kv_cache_events=False``) for
-  ``partial x128`` and ``register 16x2048x4000``.
+that stays up for the whole run. The cases are `harness.workloads.calls`'s
+(its docstring says what each calls; the export quotes their lines and
+bytes), at every ratio and context length, with one tail at 4 / 4096 /
+8,000 tokens (``register 4x4096x8000``).
 
 Two figures per case and tree, each as a ratio to the baseline:
 
@@ -53,189 +35,26 @@ import time
 from pathlib import Path
 
 import benchlib
-import stream_growth
+
+from harness.workloads import call_count, calls
 
 SCRIPT = Path(__file__).resolve()
 
-PARTIAL_RATIOS = (4, 16, 48, 128)
-REGISTRATIONS = (*stream_growth.REGISTRATIONS, (4, 4096, 8000))
-DECODE_CONTEXTS = (1, 4, 16, 64)
+REGISTRATIONS = (*calls.REGISTRATIONS, (4, 4096, 8000))
 CASES = (
-    *(f"partial x{ratio}" for ratio in PARTIAL_RATIOS),
+    *(f"partial x{ratio}" for ratio in calls.PARTIAL_RATIOS),
     *("register {}x{}x{}".format(*shape) for shape in REGISTRATIONS),
     "8 sibling tails",
-    *(f"decode {n}k" for n in DECODE_CONTEXTS),
+    *(f"decode {n}k" for n in calls.DECODE_CONTEXTS),
     "decode 16k, unaligned prefill",
-    "partial x128, events off",
-    "register 16x2048x4000, events off",
+    "partial x128" + calls.EVENTS_OFF,
+    "register 16x2048x4000" + calls.EVENTS_OFF,
 )
 
 
 # --------------------------------------------------------------------------
 # Child: runs inside one tree
 # --------------------------------------------------------------------------
-
-
-def partial_alone(ratio: int, events: bool):
-    from vllm.utils.hashing import sha256
-    from vllm.v1.core.block_pool import BlockPool
-    from vllm.v1.core.kv_cache_utils import init_none_hash
-
-    from harness.workloads.requests import make_request
-
-    init_none_hash(sha256)
-    hash_block_size, block_size = 16, 16 * ratio
-    request = make_request("prompt", list(range(2 * block_size)), hash_block_size)
-
-    def fresh():
-        pool = BlockPool(
-            num_gpu_blocks=3,
-            enable_caching=True,
-            hash_block_size=hash_block_size,
-            enable_kv_cache_events=events,
-        )
-        blocks = pool.get_new_blocks(2)
-        pool.cache_full_blocks(request, blocks, 0, 1, block_size, 0)
-        pool.take_events()
-        return pool, blocks[1]
-
-    def call(pool, block) -> None:
-        pool.cache_partial_block(
-            request, block, 2 * block_size - hash_block_size, 0, block_size
-        )
-
-    return fresh, call
-
-
-def registration(shape: tuple[int, int, int], events: bool):
-    fresh, register, _ = stream_growth.prompt_registration(*shape, events=events)
-    return fresh, register
-
-
-def sibling_tails(count: int = 8):
-    from vllm.utils.hashing import sha256
-    from vllm.v1.core.block_pool import BlockPool
-    from vllm.v1.core.kv_cache_utils import init_none_hash
-
-    from harness.workloads.requests import make_request
-
-    init_none_hash(sha256)
-    hash_block_size, block_size, tokens = 4, 4096, 8000
-    requests = [
-        make_request(f"sibling-{i}", list(range(tokens)), hash_block_size)
-        for i in range(count)
-    ]
-    tail = (tokens - 1) // hash_block_size * hash_block_size
-
-    def fresh():
-        pool = BlockPool(
-            num_gpu_blocks=count + 2,
-            enable_caching=True,
-            hash_block_size=hash_block_size,
-            enable_kv_cache_events=True,
-        )
-        shared = pool.get_new_blocks(1)
-        pool.cache_full_blocks(requests[0], shared, 0, 1, block_size, 0)
-        pool.take_events()
-        return pool, pool.get_new_blocks(count)
-
-    def call(pool, blocks) -> None:
-        for request, block in zip(requests, blocks, strict=True):
-            pool.cache_partial_block(request, block, tail, 0, block_size)
-
-    return fresh, call
-
-
-def decode_one_block(context: int, aligned: bool):
-    import random
-
-    from vllm.utils.hashing import sha256
-    from vllm.v1.core.kv_cache_utils import init_none_hash
-
-    from harness.workloads.compat import (
-        computed_blocks,
-        release_block_copies,
-        take_boundary_state_offloads,
-    )
-    from harness.workloads.manager_driver import ManagerDriver
-    from harness.workloads.requests import VOCAB, make_request
-
-    init_none_hash(sha256)
-    rng = random.Random(0)
-    prompt = [rng.randrange(VOCAB) for _ in range(context - 8)]
-
-    def step(manager, request, num_new: int, *hit) -> None:
-        manager.new_step_starts()
-        assert manager.allocate_slots(request, num_new, *hit) is not None
-        request.num_computed_tokens += num_new
-        release_block_copies(manager)
-        manager.take_new_block_ids()
-        take_boundary_state_offloads(manager)
-
-    def fresh():
-        driver = ManagerDriver(
-            random.Random(0),
-            16,
-            [("full_attention", 16), ("mamba", 16)],
-            num_blocks=context // 16 + 64,
-            token_budget=context,
-        )
-        if not aligned:
-            driver.mamba_split = None
-        manager = driver.manager
-        request = make_request("decode", list(prompt), 16)
-        computed, num_computed = computed_blocks(manager, request)
-        num_new = driver._chunk(request, request.num_tokens - num_computed, 0)
-        step(manager, request, num_new, num_computed, computed)
-        request.num_computed_tokens += num_computed
-        while request.num_computed_tokens < request.num_tokens:
-            left = request.num_tokens - request.num_computed_tokens
-            step(manager, request, driver._chunk(request, left, 0))
-        request.append_output_token_ids(1)
-        manager.take_events()
-        return manager, request
-
-    def call(manager, request) -> None:
-        for token in range(16):
-            step(manager, request, 1)
-            request.append_output_token_ids(token)
-
-    return fresh, call
-
-
-def build(case: str):
-    events = not case.endswith(", events off")
-    name = case.removesuffix(", events off")
-    if name.startswith("partial x"):
-        return partial_alone(int(name.removeprefix("partial x")), events)
-    if name.startswith("register "):
-        shape = tuple(map(int, name.removeprefix("register ").split("x")))
-        return registration(shape, events)
-    if name.startswith("decode "):
-        context = int(name.removeprefix("decode ").split("k")[0]) * 1024
-        return decode_one_block(context, aligned="unaligned" not in name)
-    return sibling_tails()
-
-
-def wire_bytes(events: list) -> int:
-    import msgspec
-    from vllm.distributed.kv_events import KVEventBatch
-
-    if not events:
-        return 0
-    return len(msgspec.msgpack.encode(KVEventBatch(ts=0.0, events=events)))
-
-
-def lines(fresh, call) -> dict:
-    call(*fresh())  # warm-up: one-time imports and caches are not counted
-    counts, emitted, sizes = [], [], []
-    for _ in range(2):
-        args = fresh()
-        counts.append(stream_growth.traced_lines(call, *args))
-        events = args[0].take_events()
-        emitted.append(len(events))
-        sizes.append(wire_bytes(events))
-    return {"lines": counts, "events": emitted, "bytes": sizes}
 
 
 def cpu_time(fresh, call, repeat: int) -> dict:
@@ -248,17 +67,17 @@ def cpu_time(fresh, call, repeat: int) -> dict:
 
 
 def child() -> int:
-    benchlib.as_the_engine_runs()
+    call_count.as_the_engine_runs()
     built: dict = {}
     for request, reply in benchlib.serve_requests():
         try:
             case = request["case"]
             if case not in built:
-                built[case] = build(case)
+                built[case] = calls.build(case)
             if "repeat" in request:
                 reply(cpu_time(*built[case], request["repeat"]))
             else:
-                reply(lines(*built[case]))
+                reply(call_count.count(*built[case]))
         except Exception as exc:  # reported to the parent, which stops
             reply({"error": f"{type(exc).__name__}: {exc}"})
     return 0

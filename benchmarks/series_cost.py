@@ -44,6 +44,8 @@ from pathlib import Path
 
 import benchlib
 
+from harness.workloads import call_count
+
 SCRIPT = Path(__file__).resolve()
 
 
@@ -163,7 +165,7 @@ def child() -> int:
     from vllm.v1.core.kv_cache_utils import init_none_hash
 
     init_none_hash(sha256)
-    benchlib.as_the_engine_runs()
+    call_count.as_the_engine_runs()
     for request, reply in benchlib.serve_requests():
         try:
             args = (request["configs"], request["seeds"], request["ops"])

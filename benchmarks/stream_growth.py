@@ -49,6 +49,7 @@ from pathlib import Path
 
 import benchlib
 
+from harness.workloads import call_count, calls
 from harness.workloads.drivers import CONFIGS as DRIVERS
 
 SCRIPT = Path(__file__).resolve()
@@ -108,74 +109,13 @@ def measure(config: str, seed: int, ops: int) -> dict:
     }
 
 
-# (hash_block_size, block_size, prompt tokens)
-REGISTRATIONS = ((128, 1536, 1800), (16, 1536, 4000), (16, 2048, 4000))
-
-
-def traced_lines(call, *args) -> int:
-    """The Python lines ``call(*args)`` executes (``sys.settrace``)."""
-    count = 0
-
-    def local(frame, event, arg):
-        nonlocal count
-        if event == "line":
-            count += 1
-        return local
-
-    sys.settrace(lambda frame, event, arg: local)
-    try:
-        call(*args)
-    finally:
-        sys.settrace(None)
-    return count
-
-
-def prompt_registration(
-    hash_block_size: int, block_size: int, tokens: int, events: bool = True
-):
-    """``(fresh, register, evict)`` for one prompt of ``tokens`` tokens:
-    ``fresh()`` is a new pool and the prompt's blocks, ``register(pool,
-    blocks)`` caches them as the scheduler caches a prompt (its full blocks,
-    then its tail as a partial entry at the last hash boundary before the
-    prompt's end), ``evict(pool, blocks)`` frees and evicts them."""
-    from vllm.utils.hashing import sha256
-    from vllm.v1.core.block_pool import BlockPool
-    from vllm.v1.core.kv_cache_utils import init_none_hash
-
-    from harness.workloads.requests import make_request
-
-    init_none_hash(sha256)
-    request = make_request("prompt", list(range(tokens)), hash_block_size)
-    tail = (tokens - 1) // hash_block_size * hash_block_size
-    num_blocks = -(-tokens // block_size)
-
-    def fresh():
-        pool = BlockPool(
-            num_gpu_blocks=num_blocks + 1,
-            enable_caching=True,
-            hash_block_size=hash_block_size,
-            enable_kv_cache_events=events,
-        )
-        return pool, pool.get_new_blocks(num_blocks)
-
-    def register(pool, blocks) -> None:
-        pool.cache_full_blocks(request, blocks, 0, tokens // block_size, block_size, 0)
-        pool.cache_partial_block(
-            request, blocks[tail // block_size], tail, 0, block_size
-        )
-
-    def evict(pool, blocks) -> None:
-        pool.free_blocks(blocks[::-1])
-        pool.evict_blocks({block.block_id for block in blocks})
-
-    return fresh, register, evict
-
-
 def registration(hash_block_size: int, block_size: int, tokens: int, repeat: int):
     import msgspec
     from vllm.distributed.kv_events import KVEventBatch
 
-    fresh, register, evict = prompt_registration(hash_block_size, block_size, tokens)
+    fresh, register, evict = calls.prompt_registration(
+        hash_block_size, block_size, tokens
+    )
     encoder = msgspec.msgpack.Encoder()
 
     def wire(events) -> list[int]:
@@ -185,9 +125,9 @@ def registration(hash_block_size: int, block_size: int, tokens: int, repeat: int
     register(warm_pool, warm_blocks)
     evict(warm_pool, warm_blocks)
     pool, blocks = fresh()
-    figures = {"register_lines": traced_lines(register, pool, blocks)}
+    figures = {"register_lines": call_count.traced_lines(register, pool, blocks)}
     figures["register"] = wire(pool.take_events())
-    figures["evict_lines"] = traced_lines(evict, pool, blocks)
+    figures["evict_lines"] = call_count.traced_lines(evict, pool, blocks)
     figures["evict"] = wire(pool.take_events())
     times = []
     for _ in range(repeat):
@@ -200,7 +140,7 @@ def registration(hash_block_size: int, block_size: int, tokens: int, repeat: int
 
 
 def child() -> int:
-    benchlib.as_the_engine_runs()
+    call_count.as_the_engine_runs()
     for request, reply in benchlib.serve_requests():
         try:
             if "registration" in request:
@@ -231,7 +171,7 @@ def run(args) -> dict:
     }
     registrations: dict[str, dict[str, dict]] = {label: {} for label in trees}
     with benchlib.children(SCRIPT, trees, "stream-growth-") as children:
-        for shape in REGISTRATIONS if args.only != "workloads" else ():
+        for shape in calls.REGISTRATIONS if args.only != "workloads" else ():
             for label, child_process in children.items():
                 registrations[label]["x".join(map(str, shape))] = child_process.ask(
                     {"registration": shape, "repeat": args.repeat}

@@ -43,6 +43,7 @@ from harness.errors import ExportError, OutputError
 from harness.log import progress
 from harness.series.model import Series, load_series
 from harness.submission import (
+    call_cost,
     discussion,
     pr_body,
     pr_template,
@@ -101,12 +102,16 @@ def export_series(
     run_fail_before_fix: bool = True,
     patches: tuple[int, int | None] | None = None,
     alone: bool | None = None,
+    measure_calls: call_cost.Measure | None = None,
 ) -> Export:
     """Write the mails, pr-body.md and the texts to post before it
     (harness.submission.discussion) to out, which must not exist. ``patches``
     (first, last; 1-based, last None for the end) exports that part of the
     tier's series: ``alone``, committed straight onto the pristine tree,
-    else on top of the patches before it (None: alone for a single patch)."""
+    else on top of the patches before it (None: alone for a single patch).
+    ``measure_calls`` measures the calls' cost in one tree
+    (harness.submission.call_cost); it runs only with the fail-before-fix
+    runs, whose environment imports the tree's vLLM."""
     out = checked_out(out)
     release = target.source.release_name()
     if run_fail_before_fix:
@@ -144,6 +149,9 @@ def export_series(
                 repo, target.selection((verdict or {}).get("selection", "ci")), ours
             ),
             wire=wire,
+            cost=call_cost.measure(measure_calls, pristine, repo, repo.parent, release)
+            if measure_calls is not None and run_fail_before_fix
+            else None,
             changed_lines=changed_lines_outside_tests(repo, start, BRANCH),
             changed_lines_per_commit=tuple(
                 changed_lines_outside_tests(repo, f"{commit}~1", commit)

@@ -16,7 +16,13 @@ explained in a closing legend.
 
 import re
 
-from harness.submission import pr_findings, pr_prose, pr_template, upstream_designs
+from harness.submission import (
+    call_cost,
+    pr_findings,
+    pr_prose,
+    pr_template,
+    upstream_designs,
+)
 from harness.submission.gitrepo import BRANCH
 from harness.submission.pr_part import own_text, part_claims, part_note
 from harness.submission.related_work import (
@@ -191,6 +197,7 @@ def details(sub: Submission) -> str:
         pr_prose.ROOT_CAUSE if whole else "",
         pr_prose.design(sub.fixes, sub.target.stream(sub.tier)) if whole else "",
         pr_prose.wire_paragraph(sub.wire) if stores else "",
+        call_cost.paragraph(sub.cost),
         comparison(sub),
         pr_findings.limitations(sub),
         size(sub),

@@ -24,6 +24,7 @@ from pathlib import Path
 from harness import cache, processes
 from harness.errors import ExportError, UnreadableInput
 from harness.series.model import Series
+from harness.submission.call_cost import CallCost
 from harness.submission.evidence import PatchEvidence, PatchTests
 from harness.submission.related_work import ISSUE
 from harness.submission.submitter import Identity
@@ -74,6 +75,7 @@ class Submission:
     verdict_path: Path | None = None
     part: Part | None = None  # None: the tier's whole series
     wire: WireFacts | None = None
+    cost: CallCost | None = None  # the calls' cost, measured at export
     changed_lines: int | None = None  # outside tests/, by git diff --numstat
     changed_lines_per_commit: tuple[int, ...] | None = None
     upstream: dict | None = None  # harness.submission.upstream_designs

@@ -99,6 +99,7 @@ def run(args) -> int:
     from harness.submission.related_work import ISSUE
     from harness.submission.submitter import resolve_submitter
     from harness.targets import get_target
+    from harness.workloads import call_count, calls
 
     if not args.reviewed:
         raise SubmitterError(
@@ -120,6 +121,7 @@ def run(args) -> int:
         args.fail_before_fix,
         args.patches,
         args.alone,
+        measure_calls=lambda tree, out: call_count.measure(tree, calls.EXPORTED, out),
     )
     print(f"wrote {len(export.files)} files to {out}:")
     for path in export.files:

@@ -1,0 +1,36 @@
+"""The measured calls: each case named, titled apart, and nothing measured
+in a tree without vLLM's block pool."""
+
+import pytest
+
+from harness.workloads import call_count, calls
+
+
+def test_every_exported_case_is_built_and_titled_apart():
+    titles = [calls.title(case) for case in calls.EXPORTED]
+    assert len(set(titles)) == len(titles)
+    assert calls.title("partial x128, events off").endswith(", KV events off")
+    assert "block 2048" in calls.title("register 16x2048x4000")
+
+
+@pytest.mark.parametrize("case", ["partial", "decode 16k, events off", "8 tails"])
+def test_a_case_it_does_not_have_is_refused(case):
+    with pytest.raises(ValueError, match="no case"):
+        calls.build(case)
+
+
+def test_a_tree_without_the_block_pool_has_nothing_to_measure(tmp_path):
+    assert call_count.measure(tmp_path, calls.EXPORTED, tmp_path / "out.json") == {}
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_lines_are_counted_in_the_call_and_what_it_calls():
+    def inner():
+        a = 1
+        return a
+
+    def outer():
+        inner()
+        inner()
+
+    assert call_count.traced_lines(outer) == 2 + 2 * 2
