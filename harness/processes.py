@@ -173,6 +173,13 @@ def run(
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
+def last_words(result: subprocess.CompletedProcess) -> str:
+    """What a failed child said last: its last line on stderr (stdout where
+    stderr is empty), or its exit status where it said nothing."""
+    said = (result.stderr or result.stdout or "").strip().splitlines()[-1:]
+    return " ".join(said) or f"exit status {result.returncode}"
+
+
 class BoundExceeded(Exception):
     """A child that `run_bounded` ended for running past one of its bounds;
     the message names the program and the bound, ``bound`` which one

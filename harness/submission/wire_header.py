@@ -98,10 +98,9 @@ def measure(tree: Path, release: str) -> WireFacts | None:
         env=tree_env(None, PYTHONDONTWRITEBYTECODE="1"),
     )
     if result.returncode != 0:
-        said = (result.stderr or result.stdout).strip().splitlines()[-1:]
         raise ExportError(
             f"cannot measure {EVENT_CLASS}'s encoding in {source}: "
-            f"{' '.join(said) or f'exit status {result.returncode}'}"
+            f"{processes.last_words(result)}"
         )
     found = json.loads(result.stdout)
     return WireFacts(release, found["fields"], found["encoded"], found["extended"])

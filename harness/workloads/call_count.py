@@ -101,10 +101,8 @@ def measure(tree: Path, cases: tuple[str, ...], out: Path) -> dict[str, Any]:
         env=tree_env(tree, PYTHONDONTWRITEBYTECODE="1"),
     )
     if result.returncode != 0:
-        said = (result.stderr or result.stdout).strip().splitlines()[-1:]
         raise WorkloadError(
-            f"measuring the calls in {tree}: "
-            f"{' '.join(said) or f'exit status {result.returncode}'}"
+            f"measuring the calls in {tree}: {processes.last_words(result)}"
         )
     return json.loads(out.read_text(encoding="utf-8"))
 

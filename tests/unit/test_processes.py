@@ -72,6 +72,26 @@ def test_a_called_childs_exit_status_is_returned(tmp_path):
     assert processes.call([sys.executable, "-c", "raise SystemExit(7)"]) == 7
 
 
+@pytest.mark.parametrize(
+    ("stdout", "stderr", "said"),
+    [
+        ("", "first\nTypeError: bad\n", "TypeError: bad"),
+        ("only stdout\n", "", "only stdout"),
+        ("", "", "exit status 5"),
+    ],
+)
+def test_a_failed_childs_last_words(stdout, stderr, said):
+    from harness import processes
+
+    command = [
+        sys.executable,
+        "-c",
+        f"import sys; sys.stdout.write({stdout!r}); sys.stderr.write({stderr!r}); "
+        "sys.exit(5)",
+    ]
+    assert processes.last_words(processes.run(command)) == said
+
+
 def test_a_bounded_childs_output_and_status_are_returned():
     from harness import processes
 
