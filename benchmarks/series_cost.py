@@ -287,6 +287,9 @@ def report(result: dict, top: int) -> None:
             passes = [total(reply) for reply in times[key]]
             cells = [label, name, f"{benchlib.median(passes):.3f}"]
             for kind in (None, "pool", "manager"):
+                if kind is not None and kind not in times[key][0]["seconds"]:
+                    cells.append("-")  # the mix ran no driver of this kind
+                    continue
                 ratios = [
                     total(reply, kind) / total(baseline, kind)
                     for reply, baseline in zip(times[key], times[base_key], strict=True)
