@@ -46,7 +46,7 @@ CASES = (
     *("register {}x{}x{}".format(*shape) for shape in REGISTRATIONS),
     "8 sibling tails",
     *(f"decode {n}k" for n in calls.DECODE_CONTEXTS),
-    "decode 16k, unaligned prefill",
+    *(f"decode {n}k, unaligned prefill" for n in (16, 64)),
     "partial x128" + calls.EVENTS_OFF,
     "register 16x2048x4000" + calls.EVENTS_OFF,
 )
