@@ -107,14 +107,15 @@ CLASSES = _table(
         "K4",
         "nothing live to hang from",
         "skipped (null or masked) blocks are never announced, or a partial "
-        "entry's block start is held nowhere",
+        "entry ends its cache block",
     ),
     Entry("K5", "physical copies", "a hash stored again while it is live"),
     Entry(
         "K6",
-        "evicted parent",
-        "a full-attention block's store names a parent block that was "
-        "evicted while its request used it",
+        "unheld parent",
+        "a store names a parent block (or an entry's block start) the pool "
+        "no longer held when its call began: evicted while in use, or, in a "
+        "sliding-window or Mamba group, skipped before the call",
     ),
     Entry(
         "K7",

@@ -12,16 +12,15 @@ by the pool operation that emitted it:
 - K4: nothing live to hang ancestry from: C1 or C3 on a full-block store in
   a group whose full blocks can be null or masked (sliding window, Mamba),
   whose skipped blocks are announced neither as hashes nor as a parent but
-  whose tokens stay in the event (its parent block evicted while in use
-  included); or C1 on a partial entry whose block start the pool does not
-  hold (K6 in full attention), or which ends its cache block;
-- K5: stores of a hash that was already live (not a violation: the checker
-  counts copies; reported so a change shows). In the patched stream the pool
-  can cache, as an entry of its own, a boundary an ancestry store made live;
-  that is not a second physical copy, so it is counted apart, as the
-  ancestry overlap, and K5 keeps the pristine meaning;
-- K6: C1 on a full-attention store whose parent block (or cache block start,
-  for an entry) was evicted in use; K7: K1's, another group holding a boundary.
+  whose tokens stay in the event; or C1 on a partial entry which ends its
+  cache block;
+- K5: stores of a hash that was already live (not a violation; reported so
+  a change shows); where the pool caches a boundary an ancestry store made
+  live, the store is counted apart (the ancestry overlap);
+- K6: C1 on a store whose parent block (or cache block start, for an entry)
+  the pool no longer held when its call began: evicted in use, or skipped
+  before the call in a sliding-window or Mamba group; K7: K1's, another group
+  holding a boundary.
 
 Anything else is reported under ``RULE:label`` and is never expected.
 """
@@ -58,9 +57,9 @@ CLASSES = tuple(CLASS_TABLE)
 RULES = tuple(rule for rule in RULE_TABLE if rule not in ("C7", "C8", "C9"))
 SPARSE_GROUP_KINDS = {"sliding_window", "mamba"}
 # Label (before "@") of the call whose entry store is at fault -> class
-# (harness.workloads.labeller names the calls). An entry whose block start the pool
-# does not hold, or that ends its cache block, has nothing live to hang
-# ancestry from: K4, whatever the call (but K6 in a full-attention group).
+# (harness.workloads.labeller names the calls). An entry that ends its cache
+# block has nothing live to hang ancestry from: K4, whatever the call; one
+# whose block start the pool does not hold is K6 (`classify`).
 C1_CLASSES = {
     "partial:first": "K1",
     "partial:replace": "K1",
@@ -70,10 +69,10 @@ C1_CLASSES = {
     "partial:replace-first-block": "K2",
     "partial:promotion": "K3",
     "partial:promotion-first-block": "K3",
-} | {
-    f"partial:{kind}-{position}": "K4"
-    for kind in ("first", "replace", "promotion")
-    for position in ("unheld-start", "block-end")
+} | {f"partial:{kind}-block-end": "K4" for kind in ("first", "replace", "promotion")}
+# Calls that began with their parent (block start) held nowhere: C1 is K6.
+UNHELD_PARENT_KINDS = {"full-unheld-parent"} | {
+    f"partial:{kind}-unheld-start" for kind in ("first", "replace", "promotion")
 }
 
 
@@ -156,8 +155,8 @@ def classify(run: Run, violation: Violation) -> str:
     label = run.label(violation)
     kind, _, group_kind = label.partition("@")
     sparse = group_kind in SPARSE_GROUP_KINDS
-    if violation.rule == "C1" and "unheld" in kind and not sparse:
-        return "K6"  # a full-attention block (or block start) evicted in use
+    if violation.rule == "C1" and kind in UNHELD_PARENT_KINDS:
+        return "K6"  # the parent (or block start) was gone before the call
     if violation.rule == "C1" and kind in C1_CLASSES:
         return C1_CLASSES[kind]
     if kind.startswith("full") and violation.rule in ("C1", "C3") and sparse:
@@ -274,9 +273,10 @@ def wire_differences(
 
 
 # The labels (before "@") of the calls whose stores name a parent the pool
-# does not hold (K4, K6), which only a pristine leak can keep live in a view:
-# pristine stores some held hashes twice and removes them once.
-UNHELD_PARENT_KINDS = {"full-unheld-parent"} | {
+# does not hold (UNHELD_PARENT_KINDS, and an entry that ends its cache block),
+# which only a pristine leak can keep live in a view: pristine stores some
+# held hashes twice and removes them once.
+NAMES_UNHELD_KINDS = UNHELD_PARENT_KINDS | {
     kind for kind, name in C1_CLASSES.items() if name == "K4"
 }
 REWRITABLE_CLASSES = ("K4", "K6")
@@ -302,7 +302,7 @@ def rewritable_stores(
                 if kind == "full-unheld-parent" and group_kind not in SPARSE_GROUP_KINDS
                 else "K4"
             )
-            rewrites_it = (kind in UNHELD_PARENT_KINDS and owner in rewrites) or (
+            rewrites_it = (kind in NAMES_UNHELD_KINDS and owner in rewrites) or (
                 partial_entries and kind.startswith("partial:")
             )
             if rewrites_it and isinstance(decode_event(event.data), BlockStored):

@@ -314,15 +314,14 @@ def test_entry_whose_block_start_is_gone_is_never_worse(
     """A partial entry registered while its cache block's start is held
     nowhere (evicted in use, or a null block) and the boundary before it is
     live as a copy elsewhere: pristine's store of the entry resolves, and so
-    must the patched stream's (harness.workloads.scenarios). A tier whose stream
-    is the pool's holdings stores it from the root after the null block of a
-    Mamba group, as no block start before it is held, and as released after a
-    full-attention block evicted in use, which no hit reaches past (K6), where
-    the pool knows the group's kind."""
+    must the patched stream's (harness.workloads.scenarios). A backport's
+    holdings tier, whose managers tell the pool which groups skip blocks,
+    stores it from the root after the null block of a Mamba group, and as
+    released after a full-attention block evicted in use; main's strict tier
+    spans no block start the pool lost before the call (K6) and stores it as
+    released in both."""
     runs = conformance.pair(scenario, 0, 0)
     assert_conforms(conformance, tier_fixes, scenario, 0, 0, holdings=holdings)
-    # A pool the managers tell which groups skip blocks (main's strict tier)
-    # spans only past the null block; the backports' span an evicted start.
     managers = conformance.trees["patched"] / MANAGERS_MODULE
     knows_kind = "skips_blocks" in managers.read_text(encoding="utf-8")
     null_start = scenario == "s1-null-start"
@@ -333,7 +332,7 @@ def test_entry_whose_block_start_is_gone_is_never_worse(
         h = chain_hashes(run.start, list(range(18)))
         entry = decode_event(run.ops[registration].events[-1].data)
         assert isinstance(entry, BlockStored), name
-        spans = holdings and name == "patched" and (null_start or not knows_kind)
+        spans = holdings and name == "patched" and null_start and knows_kind
         parent = None if spans else h[14]
         assert (entry.block_hashes, entry.parent_block_hash) == ([h[16]], parent)
         found = [str(v) for _, v in run.findings if v.batch == registration]

@@ -947,8 +947,8 @@ def classes(
 
 
 # Labels of the calls whose stores can name a parent the pool does not hold
-# (class K4): a full block after one the pool does not hold, an entry in a
-# block whose start it does not hold, an entry that ends its block.
+# (classes K4 and K6): a full block after one the pool does not hold, an
+# entry in a block whose start it does not hold, an entry that ends its block.
 UNHELD_PARENT_LABELS = ("-unheld-parent", "-unheld-start", "-block-end")
 
 
@@ -1029,7 +1029,11 @@ class Tally:
                     )
             added, rewritten = aligned
             self.rewritten += len(rewritten)
-            before, after = classes(old, set()), classes(new, added, old)
+            # An added store of the call whose baseline store it rewrote is
+            # that store, rewritten: counted under the call's class.
+            rewrites = {old["events"][i][0] for i in rewritten}
+            new_only = {i for i in added if new["events"][i][0] not in rewrites}
+            before, after = classes(old, set()), classes(new, new_only, old)
             bound = before.copy()
             bound["C6:leak"] = len(old["unheld_live"])
             if self.holdings:

@@ -73,15 +73,15 @@ def test_the_classes_and_rules_are_the_registrys():
         ("partial:first-block@full_attention", stored([G[4]], G[2]), "K2"),
         ("partial:promotion@full_attention", stored([H[8]], H[6]), "K3"),
         ("partial:promotion-first-block@mamba", stored([G[4]], G[2]), "K3"),
-        ("partial:first-unheld-start@mamba", stored([H[8]], H[6]), "K4"),
-        # A full-attention block start can only be gone when evicted in use.
+        # The pool held the entry's block start nowhere when the call began.
+        ("partial:first-unheld-start@mamba", stored([H[8]], H[6]), "K6"),
         ("partial:first-unheld-start@full_attention", stored([H[8]], H[6]), "K6"),
         ("partial:replace-block-end@mamba", stored([H[8]], H[6]), "K4"),
         ("full@sliding_window", stored([5], 3, block_size=4), "K4"),
         ("full@mamba", stored([5, 6], None, tokens=[1, 2, 3]), "K4"),
         ("full@full_attention", stored([5], 3, block_size=4), "C1:full@full_attention"),
         ("full-unheld-parent@full_attention", stored([5], 3, block_size=4), "K6"),
-        ("full-unheld-parent@mamba", stored([5], 3, block_size=4), "K4"),
+        ("full-unheld-parent@mamba", stored([5], 3, block_size=4), "K6"),
         ("evict:allocate", removed([42]), "C2:evict:allocate"),
     ],
 )
@@ -255,7 +255,7 @@ def test_c7_lets_a_tier_that_fixes_k4_span_a_chain_back():
     entry = (label, ENTRY[1])
     pristine = replay(run_of([entry]))
     patched = replay(run_of([span, entry]))
-    assert pristine.classes["K4"] == 1 and patched.findings == []
+    assert pristine.classes["K6"] == 1 and patched.findings == []
     assert wire_differences(pristine, patched, rewrites=frozenset({"K4"})) == []
     assert wire_differences(pristine, patched) == [
         f"op 0 ({label}): added store is not an ancestry store"
