@@ -20,7 +20,7 @@ every tree (harness.routers.fidelity_table.probe_runs: one worker per tree,
   under it. On a stream without those fields it reads the same events.
 
 For each consumer: the stream checker's findings per rule (C1-C6,
-docs/contract.md) and per class (K1-K5), and the content-tree router's
+docs/contract.md) and per class (K1-K7), and the content-tree router's
 predictions against the engine's own lookup (harness.routers.fidelity:
 exact, over, under). For each tree: events, their bytes as the tree's
 encoder wrote them, and the baseline's events that the tree does not emit
@@ -54,7 +54,7 @@ from harness.workloads.drivers import CONFIGS
 
 CONSUMERS = ("ignoring", "reading")
 RULES = ("C1", "C2", "C3", "C4", "C5", "C6")
-CLASSES = ("K1", "K2", "K3", "K4", "K5")
+CLASSES = ("K1", "K2", "K3", "K4", "K5", "K6", "K7")
 
 
 class SkippedStore(BlockStored, tag="BlockStored"):
