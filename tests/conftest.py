@@ -8,6 +8,7 @@ so CI never passes by skipping them.
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,13 @@ def fake_checkout(tmp_path, monkeypatch):
 
     monkeypatch.setattr(checkout, "root", lambda: tmp_path)
     return tmp_path
+
+
+@pytest.fixture
+def ctrl_c():
+    """SIGINT raises KeyboardInterrupt in this process, as under a terminal,
+    even when the suite was started with it ignored (under ``nohup``, or as
+    a background job of a script), which the harness then leaves ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

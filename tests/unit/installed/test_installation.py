@@ -235,7 +235,7 @@ def test_an_install_cut_short_leaves_the_package_as_it_was(
 
 
 def test_a_stop_signal_during_the_install_undoes_it_once_held(
-    site, monkeypatch, capsys
+    site, monkeypatch, capsys, ctrl_c
 ):
     before = snapshot(site)
     replace = installation._replace_file

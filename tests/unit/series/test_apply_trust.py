@@ -458,7 +458,7 @@ def test_a_write_that_fails_midway_puts_the_checkout_back(
 
 
 def test_a_stop_while_the_files_are_written_waits_then_puts_them_back(
-    tmp_path, monkeypatch, capsys, cache, temporary
+    tmp_path, monkeypatch, capsys, cache, temporary, ctrl_c
 ):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     fork = make_fork(tmp_path)
