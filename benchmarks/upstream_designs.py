@@ -44,7 +44,7 @@ from pathlib import Path
 import msgspec
 from benchlib import REPO_ROOT, add_tree_argument, machine, machine_line, parse_trees
 
-from harness.contract.classes import matched_events, replay
+from harness.contract.classes import CLASSES, RULES, matched_events, replay
 from harness.contract.records import EventRecord, OpRecord, Record
 from harness.contract.wire import BlockStored, ExternalBlockHash
 from harness.routers import DEFAULT_OPS, DEFAULT_PROBES, DEFAULT_SEEDS
@@ -53,8 +53,6 @@ from harness.routers.fidelity_table import probe_runs
 from harness.workloads.drivers import CONFIGS
 
 CONSUMERS = ("ignoring", "reading")
-RULES = ("C1", "C2", "C3", "C4", "C5", "C6")
-CLASSES = ("K1", "K2", "K3", "K4", "K5", "K6", "K7")
 
 
 class SkippedStore(BlockStored, tag="BlockStored"):
