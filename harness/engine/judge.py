@@ -6,7 +6,9 @@ published before a request was sent (the batches stamped earlier than its
 send time, on the same machine's clock) is what a router knew when it routed
 it, and the request's ``num_cached_tokens`` is the hit the engine served.
 The content-tree router (harness.routers.router) indexes those batches and
-predicts the hit with vLLM's rules for the engine's layout (`engine_layout`).
+predicts the hit with vLLM's rules for the engine's layout (`engine_layout`);
+the hash-set router, which keeps every announced hash and needs no parent,
+predicts it from the same batches.
 """
 
 from __future__ import annotations
@@ -61,9 +63,12 @@ class SessionReport:
     # blocks), apart from the partial entries' stores of one hash block.
     whole_block_by_group: dict[str, Counter] = field(default_factory=dict)
     # Router fidelity: combined hits predicted from the stream against the
-    # engine's num_cached_tokens, and (phase, predicted, served) per request.
+    # engine's num_cached_tokens, and (phase, predicted, served) per request:
+    # the content tree's, and the hash set's.
     fidelity: Tally = field(default_factory=Tally)
     predictions: list[tuple[str, int, int]] = field(default_factory=list)
+    hash_set_fidelity: Tally = field(default_factory=Tally)
+    hash_set_predictions: list[tuple[str, int, int]] = field(default_factory=list)
     # Prefix-cache resets, and those whose AllBlocksCleared reached the
     # stream only after the next request was sent (rule C9).
     resets: int = 0
@@ -100,6 +105,10 @@ class SessionReport:
             "survivors": len(session.survivors),
             "fidelity": asdict(self.fidelity),
             "predictions": [list(prediction) for prediction in self.predictions],
+            "hash_set_fidelity": asdict(self.hash_set_fidelity),
+            "hash_set_predictions": [
+                list(prediction) for prediction in self.hash_set_predictions
+            ],
             "resets": self.resets,
             "late_resets": self.late_resets,
         }
@@ -139,18 +148,25 @@ class SessionReport:
             f"{len(session.survivors)}",
             "  router fidelity ("
             + ", ".join(CELL_HEADERS)
-            + "): "
-            + ", ".join(self.fidelity.cells()),
-            "  per request, predicted/served (* where they differ): "
-            + " ".join(
-                f"{predicted}/{served}" + ("" if predicted == served else "*")
-                for _, predicted, served in self.predictions
-            ),
+            + "): content tree "
+            + ", ".join(self.fidelity.cells())
+            + "; hash set "
+            + ", ".join(self.hash_set_fidelity.cells()),
+            "  per request, content tree's predicted/served (* where they "
+            "differ): " + predicted_served(self.predictions),
+            "  the same, hash set's: " + predicted_served(self.hash_set_predictions),
             f"  prefix-cache resets: {self.resets}, reaching the stream after "
             f"the next request was sent: {self.late_resets}",
         ]
         lines += [f"    {violation}" for violation in self.violations[:5]]
         return "\n".join(lines)
+
+
+def predicted_served(predictions: list[tuple[str, int, int]]) -> str:
+    return " ".join(
+        f"{predicted}/{served}" + ("" if predicted == served else "*")
+        for _, predicted, served in predictions
+    )
 
 
 def shared_hashes_live(checker: StreamChecker, shared: set) -> int:
@@ -257,7 +273,8 @@ def engine_layout(batches: list[KVEventBatch]) -> EngineLayout:
 
 def judge_fidelity(report: SessionReport) -> None:
     """Each request's hit, predicted from the batches published before it
-    was sent, against the engine's num_cached_tokens."""
+    was sent by the content tree and by the hash set, against the engine's
+    num_cached_tokens."""
     session = report.session
     batches = [
         decode_batch(payload, f"{session.label} message {index}")
@@ -266,7 +283,7 @@ def judge_fidelity(report: SessionReport) -> None:
     if not session.requests or not batches:
         return
     layout = engine_layout(batches)
-    index = RouterIndex()
+    index, hash_set = RouterIndex(), RouterIndex(refuse_orphans=False)
     applied = 0
     pending_reset = False
     for request in session.requests:
@@ -276,6 +293,7 @@ def judge_fidelity(report: SessionReport) -> None:
                     event, AllBlocksCleared
                 )
             index.apply_all(batches[applied].events)
+            hash_set.apply_all(batches[applied].events)
             applied += 1
         report.late_resets += pending_reset
         if request.phase == "reset":
@@ -284,14 +302,19 @@ def judge_fidelity(report: SessionReport) -> None:
             report.after_reset.append(len(report.predictions))
             continue
         pending_reset = False
-        predicted = predict(
-            layout,
-            index.holding(layout.medium),
-            request.block_hashes,
-            len(request.token_ids),
-        ).combined
-        report.fidelity.add(predicted, request.num_cached_tokens)
-        report.predictions.append((request.phase, predicted, request.num_cached_tokens))
+        served = request.num_cached_tokens
+        for router, tally, predictions in (
+            (index, report.fidelity, report.predictions),
+            (hash_set, report.hash_set_fidelity, report.hash_set_predictions),
+        ):
+            predicted = predict(
+                layout,
+                router.holding(layout.medium),
+                request.block_hashes,
+                len(request.token_ids),
+            ).combined
+            tally.add(predicted, served)
+            predictions.append((request.phase, predicted, served))
 
 
 def copy_views(checker: StreamChecker) -> dict:

@@ -138,6 +138,25 @@ def test_a_hybrid_hit_needs_every_group():
     assert report.predictions == [("shared", 128, 128)]
 
 
+def test_the_hash_set_indexes_a_store_the_content_tree_refuses():
+    report = judge(
+        session(
+            first_blocks(),
+            payload(
+                stored([5, 6], 4, block_size=HBS, **ATTENTION),
+                # The Mamba entry at 192 names a parent (160) no event
+                # reported: the content tree refuses it.
+                stored([6], 5, block_size=HBS, **MAMBA),
+            ),
+            requests=[served(sent=2.0, cached=192)],
+        )
+    )
+    assert report.predictions == [("shared", 128, 192)]
+    assert report.hash_set_predictions == [("shared", 192, 192)]
+    tally = report.hash_set_fidelity
+    assert (tally.probes, tally.exact, tally.under) == (1, 1, 0)
+
+
 def reset(sent):
     return ServedRequest("reset", [], [], sent, 0)
 
