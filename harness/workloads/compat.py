@@ -30,7 +30,6 @@ from collections.abc import Iterable
 from typing import Any
 
 REPLACE_PARAMETER = "replace_existing_hashes"
-SKIPS_PARAMETER = "skips_blocks"
 
 # The scheduler's switch for dropping the last block under EAGLE, under both
 # of its names, for a stand-in scheduler.
@@ -70,14 +69,6 @@ def replacement(pool: Any, replace: bool) -> dict[str, bool]:
     if replace and can_replace_existing_hashes(pool):
         return {REPLACE_PARAMETER: True}
     return {}
-
-
-def skipping(pool: Any) -> dict[str, bool]:
-    """The keyword argument a Mamba manager passes to `cache_partial_block`:
-    its hits reach past blocks the pool does not hold (the strict tier of
-    main takes it; no release does)."""
-    parameters = inspect.signature(pool.cache_partial_block).parameters
-    return {SKIPS_PARAMETER: True} if SKIPS_PARAMETER in parameters else {}
 
 
 def is_replacement(arguments: dict[str, Any]) -> bool:

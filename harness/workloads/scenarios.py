@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.workloads.compat import replacement, skipping
+from harness.workloads.compat import replacement
 from harness.workloads.pool_driver import PoolDriver
 from harness.workloads.requests import make_request
 
@@ -120,11 +120,11 @@ def null_block_start(pool) -> list[Step]:
     def cache(pool) -> str:
         for request, blocks in ((a, a_blocks), (b, b_blocks)):
             pool.cache_full_blocks(request, blocks, 0, 1, 12, 0)
-        pool.cache_partial_block(a, a_blocks[1], 14, 0, 12, **skipping(pool))
+        pool.cache_partial_block(a, a_blocks[1], 14, 0, 12)
         return "cache-after-null-blocks"
 
     def register(pool) -> str:
-        pool.cache_partial_block(b, b_blocks[1], 16, 0, 12, **skipping(pool))
+        pool.cache_partial_block(b, b_blocks[1], 16, 0, 12)
         return "register-entry-at-16"
 
     def free(pool) -> str:

@@ -28,7 +28,6 @@ from harness.workloads.workloads import BOOKKEEPING_ATTRIBUTES
 # C1 and C3 findings belong to classes (checked per class below); these
 # rules hold outright.
 RULES_THAT_MUST_HOLD = ("C2", "C4", "C5", "C6")
-MANAGERS_MODULE = "vllm/v1/core/single_type_kv_cache_manager.py"
 
 
 def replay_command(config: str, seed: int, ops: int, probes: int = 0) -> str:
@@ -314,17 +313,11 @@ def test_entry_whose_block_start_is_gone_is_never_worse(
     """A partial entry registered while its cache block's start is held
     nowhere (evicted in use, or a null block) and the boundary before it is
     live as a copy elsewhere: pristine's store of the entry resolves, and so
-    must the patched stream's (harness.workloads.scenarios). A backport's
-    holdings tier, whose managers tell the pool which groups skip blocks,
-    stores it from the root after the null block of a Mamba group, and as
-    released after a full-attention block evicted in use; main's strict tier
-    spans no block start the pool lost before the call (K6) and stores it as
-    released in both."""
+    must the patched stream's (harness.workloads.scenarios). No tier spans a
+    block start the pool lost before the call (K6): each stores the entry as
+    released, after a null block and after a block evicted in use alike."""
     runs = conformance.pair(scenario, 0, 0)
     assert_conforms(conformance, tier_fixes, scenario, 0, 0, holdings=holdings)
-    managers = conformance.trees["patched"] / MANAGERS_MODULE
-    knows_kind = "skips_blocks" in managers.read_text(encoding="utf-8")
-    null_start = scenario == "s1-null-start"
     registration = next(
         op.index for op in runs["pristine"].ops if op.name.endswith("-entry-at-16")
     )
@@ -332,9 +325,7 @@ def test_entry_whose_block_start_is_gone_is_never_worse(
         h = chain_hashes(run.start, list(range(18)))
         entry = decode_event(run.ops[registration].events[-1].data)
         assert isinstance(entry, BlockStored), name
-        spans = holdings and name == "patched" and null_start and knows_kind
-        parent = None if spans else h[14]
-        assert (entry.block_hashes, entry.parent_block_hash) == ([h[16]], parent)
+        assert (entry.block_hashes, entry.parent_block_hash) == ([h[16]], h[14])
         found = [str(v) for _, v in run.findings if v.batch == registration]
         assert found == [], f"{name}: the entry at 16 does not resolve"
 

@@ -299,8 +299,6 @@ class Fuzzer:
             kv_cache_group_id=group,
             block_size=self.block_sizes[group],
             **compat.replacement(self.pool, replace),
-            # The sparse group's entries are a Mamba manager's.
-            **(compat.skipping(self.pool) if group == self.sparse else {}),
         )
         self.take(label)
 
