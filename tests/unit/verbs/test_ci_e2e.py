@@ -41,6 +41,7 @@ def a_session(label: str, by_group: dict[str, dict[str, int]], **fields):
         violations=violations,
         by_group={group: Counter(rules) for group, rules in by_group.items()},
         fidelity=tally,
+        hash_set_fidelity=Tally(probes=23, hits=5, exact=23),
         **fields,
     )
 
@@ -137,9 +138,10 @@ def test_releases_renders_a_row_per_session_with_where_it_was_taken(tmp_path, ca
         "by group": f"{MAMBA}: C1 39, C3 27; {ATTENTION}: C1 14",
         "parent never reported": "27",
         "hash-block stores": "41",
-        "router exact %": "78.3",
+        "content tree exact %": "78.3",
         "over (mean)": "0 (0)",
         "under (mean)": "5 (256)",
+        "hash set exact %": "100.0",
         "resets late": "1 of 2",
         "session time": "61 s",
         "tests": "25 passed",
@@ -151,6 +153,21 @@ def test_releases_renders_a_row_per_session_with_where_it_was_taken(tmp_path, ca
     assert strict["fixes"] == "K1, K2, K3"
     assert strict["over (mean)"] == "5 (32)"
     assert strict["resets late"] == "0 of 0"
+
+
+def test_a_report_written_before_the_hash_set_was_asked_renders_a_dash(
+    tmp_path, capsys
+):
+    path = tmp_path / "e2e-0.28.json"
+    data = an_end_to_end().as_json({"passed": 25})
+    data["provenance"] = PROVENANCE
+    for session in data["sessions"].values():
+        del session["hash_set_fidelity"]
+    write_report(path, data)
+    assert cli.main(["ci", "releases", str(path)]) == 0
+    found = rows(capsys.readouterr().out)
+    assert [row["hash set exact %"] for row in found] == ["-"] * 3
+    assert found[0]["content tree exact %"] == "78.3"
 
 
 def test_e2e_rows_follow_the_verdict_rows_in_a_table_of_their_own(tmp_path, capsys):
