@@ -64,8 +64,8 @@ def test_a_tier_that_fixes_k4_leaves_only_stores_under_a_lost_parent(result, k4_
     """A tier whose `fixes` include K4 (patch 0003): in every group, each
     store carries exactly the tokens of its hashes (C3) and nothing unknown
     is removed (C2). What breaks C1 in the Mamba group is class K6, a store
-    after a block the pool had lost before its call, which a bounded 0003
-    (main's) leaves as released rather than span back over the lost blocks:
+    after a block the pool had lost before its call, which 0003 (bounded at
+    the call's first block) leaves as released rather than span back over:
     on this engine a call stores one cache block at most (prefill in steps
     of one hash block), so a store's parent always comes from an earlier
     call. Never more of them than released has
