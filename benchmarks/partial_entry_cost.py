@@ -1,9 +1,10 @@
 """What the series costs one call on the scheduler thread, as a ratio to the
-released tree: the default tier's partial-entry ancestry (patch 0004), and a
-hybrid model's decode through one cache block (patch 0003's Mamba runs).
+released tree: the default tier's partial-entry ancestry (patch 0004), a
+hybrid model's prefill at block / hash-block ratios of 96 and 128, and its
+decode through one cache block (patch 0003's Mamba runs).
 
     python benchmarks/partial_entry_cost.py [--tree LABEL=PATH ...]
-        [--rounds 15] [--repeat 50] [--case NAME ...] [--json FILE]
+        [--rounds 15] [--repeat 50] [--case NAME ...] [--floor] [--json FILE]
 
 The first tree is the baseline (default: the harness's cached trees of target
 main, pristine and default). Each tree runs in a child process of its own
@@ -62,6 +63,7 @@ CASES = (
     *(f"partial x{ratio}" for ratio in calls.PARTIAL_RATIOS),
     *("register {}x{}x{}".format(*shape) for shape in REGISTRATIONS),
     "8 sibling tails",
+    *("prefill {}x{}x{}".format(*shape) for shape in calls.PREFILLS),
     *(f"decode {n}k" for n in calls.DECODE_CONTEXTS),
     *(f"decode {n}k, unaligned prefill" for n in (16, 64)),
     "partial x128" + calls.EVENTS_OFF,

@@ -14,6 +14,9 @@ The cases:
   boundaries);
 - ``register HxBxT``: one prompt's registration (its full blocks, then its
   tail as a partial entry), hash block H, cache block B, T tokens;
+- ``prefill HxBxT``: a hybrid KVCacheManager (full attention and Mamba in
+  align mode, both block B, hash block H) prefilling one T-token prompt in
+  the chunks vLLM's scheduler splits it into, its cache empty;
 - ``8 sibling tails``: eight requests with the same 8,000-token prompt (as
   ``n=8`` sampling has), hash block 4, cache block 4096, the shared first
   block cached; the eight ``cache_partial_block`` calls of their tails, each
@@ -42,6 +45,7 @@ from __future__ import annotations
 PARTIAL_RATIOS = (4, 16, 48, 128)
 # (hash_block_size, block_size, prompt tokens)
 REGISTRATIONS = ((128, 1536, 1800), (16, 1536, 4000), (16, 2048, 4000))
+PREFILLS = ((16, 1536, 4000), (16, 2048, 4000))
 DECODE_CONTEXTS = (1, 4, 16, 64)
 EVENTS_OFF = ", events off"
 WORKLOAD = "workload "
@@ -164,25 +168,13 @@ def sibling_tails(count: int = 8, events: bool = True):
     return fresh, call
 
 
-def decode_one_block(context: int, aligned: bool):
-    """``(fresh, call)``: a hybrid manager after a ``context``-token prompt,
-    and the 16 decode steps that fill the next cache block."""
-    import random
-
-    from vllm.utils.hashing import sha256
-    from vllm.v1.core.kv_cache_utils import init_none_hash
-
+def _stepper():
+    """``step(manager, request, num_new, *hit)``: one scheduler step of
+    ``num_new`` tokens for ``request``."""
     from harness.workloads.compat import (
-        computed_blocks,
         release_block_copies,
         take_boundary_state_offloads,
     )
-    from harness.workloads.manager_driver import ManagerDriver
-    from harness.workloads.requests import VOCAB, make_request
-
-    init_none_hash(sha256)
-    rng = random.Random(0)
-    prompt = [rng.randrange(VOCAB) for _ in range(context - 8)]
 
     def step(manager, request, num_new: int, *hit) -> None:
         manager.new_step_starts()
@@ -192,28 +184,81 @@ def decode_one_block(context: int, aligned: bool):
         manager.take_new_block_ids()
         take_boundary_state_offloads(manager)
 
+    return step
+
+
+def _prefill(step, driver, request) -> None:
+    """``request``'s prompt, in the chunks vLLM's scheduler splits it into."""
+    from harness.workloads.compat import computed_blocks
+
+    manager = driver.manager
+    computed, num_computed = computed_blocks(manager, request)
+    num_new = driver._chunk(request, request.num_tokens - num_computed, 0)
+    step(manager, request, num_new, num_computed, computed)
+    request.num_computed_tokens += num_computed
+    while request.num_computed_tokens < request.num_tokens:
+        left = request.num_tokens - request.num_computed_tokens
+        step(manager, request, driver._chunk(request, left, 0))
+
+
+def _hybrid_prompt(hash_block_size: int, block_size: int, tokens: int, room: int):
+    """``(driver, request)`` factory: a manager with a full attention and a
+    Mamba group (align mode, both ``block_size``) sized for ``room`` tokens,
+    and a seeded prompt of ``tokens`` tokens, not yet scheduled."""
+    import random
+
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import init_none_hash
+
+    from harness.workloads.manager_driver import ManagerDriver
+    from harness.workloads.requests import VOCAB, make_request
+
+    init_none_hash(sha256)
+    rng = random.Random(0)
+    prompt = [rng.randrange(VOCAB) for _ in range(tokens)]
+
     def fresh():
         driver = ManagerDriver(
             random.Random(0),
-            16,
-            [("full_attention", 16), ("mamba", 16)],
-            num_blocks=context // 16 + 64,
-            token_budget=context,
+            hash_block_size,
+            [("full_attention", block_size), ("mamba", block_size)],
+            num_blocks=room // block_size + 64,
+            token_budget=room,
         )
+        return driver, make_request("prompt", list(prompt), hash_block_size)
+
+    return fresh
+
+
+def hybrid_prefill(hash_block_size: int, block_size: int, tokens: int):
+    """``(fresh, call)``: a hybrid manager, and one prompt's prefill."""
+    new_prompt = _hybrid_prompt(hash_block_size, block_size, tokens, tokens)
+    step = _stepper()
+
+    def fresh():
+        driver, request = new_prompt()
+        return driver.manager, driver, request
+
+    def call(manager, driver, request) -> None:
+        _prefill(step, driver, request)
+
+    return fresh, call
+
+
+def decode_one_block(context: int, aligned: bool):
+    """``(fresh, call)``: a hybrid manager after a ``context``-token prompt,
+    and the 16 decode steps that fill the next cache block."""
+    new_prompt = _hybrid_prompt(16, 16, context - 8, context)
+    step = _stepper()
+
+    def fresh():
+        driver, request = new_prompt()
         if not aligned:
             driver.mamba_split = None
-        manager = driver.manager
-        request = make_request("decode", list(prompt), 16)
-        computed, num_computed = computed_blocks(manager, request)
-        num_new = driver._chunk(request, request.num_tokens - num_computed, 0)
-        step(manager, request, num_new, num_computed, computed)
-        request.num_computed_tokens += num_computed
-        while request.num_computed_tokens < request.num_tokens:
-            left = request.num_tokens - request.num_computed_tokens
-            step(manager, request, driver._chunk(request, left, 0))
+        _prefill(step, driver, request)
         request.append_output_token_ids(1)
-        manager.take_events()
-        return manager, request
+        driver.manager.take_events()
+        return driver.manager, request
 
     def call(manager, request) -> None:
         for token in range(16):
@@ -268,6 +313,8 @@ def build(case: str):
         shape = tuple(map(int, name.removeprefix("register ").split("x")))
         fresh, register, _ = prompt_registration(*shape, events=events)
         return fresh, register
+    if name.startswith("prefill ") and events:
+        return hybrid_prefill(*map(int, name.removeprefix("prefill ").split("x")))
     if name.startswith("decode ") and events:
         context = int(name.removeprefix("decode ").split("k")[0]) * 1024
         return decode_one_block(context, "unaligned" not in name)
@@ -290,6 +337,13 @@ def title(case: str) -> str:
         said = (
             f"a {int(tokens):,}-token prompt's `cache_full_blocks()` and "
             f"`cache_partial_block()`, hash block {hash_block}, block {block}"
+        )
+    elif name.startswith("prefill "):
+        hash_block, block, tokens = name.removeprefix("prefill ").split("x")
+        said = (
+            f"a {int(tokens):,}-token prompt's prefill through `KVCacheManager`, "
+            f"full attention and Mamba (align mode), hash block {hash_block}, "
+            f"block {block}"
         )
     elif name == "8 sibling tails":
         said = (

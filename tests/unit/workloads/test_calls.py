@@ -11,9 +11,19 @@ def test_every_exported_case_is_built_and_titled_apart():
     assert len(set(titles)) == len(titles)
     assert calls.title("partial x128, events off").endswith(", KV events off")
     assert "block 2048" in calls.title("register 16x2048x4000")
+    assert "prefill" in calls.title("prefill 16x2048x4000")
+    assert "block 2048" in calls.title("prefill 16x2048x4000")
 
 
-@pytest.mark.parametrize("case", ["partial", "decode 16k, events off", "8 tails"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "partial",
+        "decode 16k, events off",
+        "prefill 16x2048x4000, events off",
+        "8 tails",
+    ],
+)
 def test_a_case_it_does_not_have_is_refused(case):
     with pytest.raises(ValueError, match="no case"):
         calls.build(case)
