@@ -197,6 +197,7 @@ class Verdict:
                 lines += ["", f"{heading}:"]
                 lines += [f"  {test}  {_outcome(tests[test])}" for test in tests]
         lines += self._conformance_lines()
+        lines += self._ran_on_lines()
         lines += ["", f"verdict: {'PASS' if self.passed else 'FAIL'}"]
         return "\n".join(line.rstrip() for line in lines)
 
@@ -213,6 +214,22 @@ class Verdict:
                     for name, value in report[section].items()
                 ]
         return lines
+
+
+    def _ran_on_lines(self) -> list[str]:
+        lines = []
+        if machine := self.provenance.get("machine"):
+            lines.append(f"ran on: {machine}")
+        gate = self.provenance.get("triton gate")
+        if gate == "bypassed":
+            lines.append(
+                "triton gate: bypassed on both trees (vLLM's CPU platform refuses "
+                "x86 without triton-cpu; the harness_triton_gate plugin removed "
+                "that one check, docs/verdict.md)"
+            )
+        elif gate:
+            lines.append(f"triton gate: {gate}")
+        return ["", *lines] if lines else []
 
 
 def _outcome(outcome: str | tuple[str, str]) -> str:

@@ -31,6 +31,7 @@ from harness import cache, processes
 from harness.errors import TestRunError, require
 from harness.log import progress
 from harness.targets import Target
+from harness.trees import triton_gate
 from harness.trees.env import HUB_MODELS, UPSTREAM_ENV, tree_env
 
 # pytest exit codes that still mean "every selected test ran": all passed,
@@ -226,10 +227,17 @@ def run_upstream(
     log: Path | None = None,
     echo: bool = False,
 ):
+    gate = triton_gate.state(tree)
     returncode, outcomes = run_pytest(
         tree,
-        ["-n", workers, "--continue-on-collection-errors", *runnable_in(tree, tests)],
-        tree_env(tree, with_harness=False),
+        [
+            *triton_gate.pytest_arguments(gate),
+            "-n",
+            workers,
+            "--continue-on-collection-errors",
+            *runnable_in(tree, tests),
+        ],
+        triton_gate.with_plugin(tree_env(tree, with_harness=False), gate),
         f"upstream tests, {label} tree",
         log,
         echo,
@@ -255,6 +263,7 @@ def pristine_outcomes(
     identity = target.source.identity()
     if identity is None:  # a local tree can change between runs: never cached
         return run_upstream(tree, tests, workers, "pristine", log, echo)
+    gate = triton_gate.state(tree)
     key = json.dumps(
         {
             "source": identity,
@@ -263,6 +272,8 @@ def pristine_outcomes(
             "torch": _installed_version("torch"),
             "env": UPSTREAM_ENV,
             "hub": HUB_MODELS,
+            # Only where it is bypassed: outcomes cached before it stay valid.
+            **({"triton_gate": gate} if gate == triton_gate.BYPASSED else {}),
         }
     )
     cached = cache.outcomes(hashlib.sha256(key.encode()).hexdigest())

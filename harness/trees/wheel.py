@@ -14,7 +14,7 @@ installed torch does not meet is refused before it is installed (its native
 code is built against that torch; installing the torch it asks for would
 pull another build).
 
-The GPU wheel (``vllm`` 0.33.0 for main), on a machine with an NVIDIA GPU
+The GPU wheel (``vllm`` 0.34.0 for main), on a machine with an NVIDIA GPU
 (scripts/gpu_check.sh), is installed with the CUDA torch and the rest of
 what it asks for, as pip resolves them.
 """

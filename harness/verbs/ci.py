@@ -217,6 +217,7 @@ RELEASE_COLUMNS = (
     "date",
     "revision",
     "machine",
+    "triton gate",
 )
 
 
@@ -240,6 +241,8 @@ def releases_table(verdicts) -> str:
                 key: verdict.provenance.get(key, "not recorded")
                 for key in ("date", "revision", "machine")
             },
+            # Recorded from 0.34's gate on; a verdict before it had none to pass.
+            "triton gate": verdict.provenance.get("triton gate", "none"),
         }
         lines.append(_table_line([cells[column] for column in RELEASE_COLUMNS]))
     return "\n".join(lines)

@@ -63,6 +63,7 @@ def run(args) -> int:
     from harness.suites.upstream import pristine_outcomes, run_upstream
     from harness.targets import get_target
     from harness.trees.preflight import extra, require, vllm_requirements
+    from harness.trees import triton_gate
     from harness.trees.sources import pristine_tree
     from harness.verdict import Verdict
 
@@ -106,7 +107,7 @@ def run(args) -> int:
         patched=after,
         conformance=conformance,
         wall_seconds=time.monotonic() - started,
-        provenance=provenance(),
+        provenance={**provenance(), "triton gate": triton_gate.state(pristine)},
     )
     written = [str(log) for log in logs.values() if log.is_file()]
     print(f"pytest's output: {', '.join(written)}")

