@@ -179,6 +179,12 @@ class PackageError(UserError):
     exit_code = 19
 
 
+class PortConflict(UserError):
+    """A port whose merge needs hands: a patch conflicts with the new release."""
+
+    exit_code = 20
+
+
 # The most an error line quotes of what a tool said (git's or quilt's output,
 # a list of files that could not be copied): enough to act on, never a flood.
 QUOTE_LINES = 20
