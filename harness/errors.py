@@ -185,6 +185,12 @@ class PortConflict(UserError):
     exit_code = 20
 
 
+class IndexUnreachable(UserError):
+    """The package index cannot be asked (pip fails, or does not answer in time)."""
+
+    exit_code = 21
+
+
 # The most an error line quotes of what a tool said (git's or quilt's output,
 # a list of files that could not be copied): enough to act on, never a flood.
 QUOTE_LINES = 20
