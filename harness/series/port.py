@@ -231,7 +231,13 @@ def _keep(
     prefix = f"vllm-port-{source.name}-to-{dest.name}-{tier}-merge-"
     with processes.stop_signals_held():
         kept = Path(tempfile.mkdtemp(dir=temporary, prefix=prefix))
-        os.rename(repo.path, kept)
+        try:
+            os.rename(repo.path, kept)
+        except OSError as exc:
+            kept.rmdir()
+            raise OutputError(
+                f"cannot keep the merge in {temporary}: {exc.strerror or exc}"
+            ) from None
         progress(f"kept the merge for you in {kept} (rm -rf it when done)")
     return kept
 
