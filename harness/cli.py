@@ -76,6 +76,11 @@ VERBS = {
         "harness.verbs.lint",
         "check the series files and patches that harness/targets.toml names",
     ),
+    "port": (
+        "harness.verbs.port",
+        "carry a tier of a target's series onto another target's release "
+        "(three-way merge)",
+    ),
     "workloads": (
         "harness.verbs.workloads",
         "run seeded workloads inside a vLLM tree and record their events",

@@ -179,6 +179,18 @@ class PackageError(UserError):
     exit_code = 19
 
 
+class PortConflict(UserError):
+    """A port whose merge needs hands: a patch conflicts with the new release."""
+
+    exit_code = 20
+
+
+class IndexUnreachable(UserError):
+    """The package index cannot be asked (pip fails, or does not answer in time)."""
+
+    exit_code = 21
+
+
 # The most an error line quotes of what a tool said (git's or quilt's output,
 # a list of files that could not be copied): enough to act on, never a flood.
 QUOTE_LINES = 20

@@ -23,7 +23,9 @@ patches/vX.Y/):
   configuration (the tree's pyproject.toml), excludes and first-party packages
   apply, and nothing is written to the cache. Only what the series introduces
   is reported: findings already present in the pristine files are left out,
-  since vLLM pins an older ruff than the one this project runs.
+  since vLLM pins an older ruff than the one this project runs;
+- README.md and main's description name the release main pins
+  (harness.series.readme_pins).
 
 Every error names the file, and the line where there is one. A series file
 that targets.toml names but that does not exist yet is noted, not an error
@@ -46,6 +48,7 @@ from harness.series.apply import GitApplier
 from harness.series.model import Series, crlf_error, read_series
 from harness.series.patch_form import check_patch
 from harness.series.patch_paths import read_patch
+from harness.series.readme_pins import main_release_errors
 from harness.targets import Target, load_targets
 from harness.trees.sources import cached_pristine_tree
 
@@ -299,6 +302,7 @@ def introduced(before: list, after: list) -> list:
 
 def lint(root: Path) -> Findings:
     findings = Findings()
+    findings.errors += main_release_errors(root, load_targets(root / PIN_FILE))
     ruff = ruff_command()
     for directory in patches_dirs(root):
         usable = lint_directory(root, directory, findings)

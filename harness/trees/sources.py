@@ -23,7 +23,8 @@ import shutil
 import sys
 import tarfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from harness import cache, processes, scratch
@@ -57,7 +58,16 @@ Downloader = Callable[[SdistSource, Path], None]
 def pip_download(source: SdistSource, dest_dir: Path) -> None:
     """Download the sdist into dest_dir with pip, in hash-checking mode, its
     metadata named by the stand-in backend (nothing in the archive runs)."""
-    with scratch.directory(dest_dir.parent, "standin") as standin:
+    with standin_environment(dest_dir.parent, source.name, source.version) as env:
+        _pip_download(source, dest_dir, env)
+
+
+@contextmanager
+def standin_environment(parent: Path, name: str, version: str) -> Iterator[dict]:
+    """The environment in which `pip download --no-build-isolation` of the
+    sdist NAME==VERSION asks the stand-in build backend for its metadata
+    (a scratch folder in parent holds it while the block runs)."""
+    with scratch.directory(parent, "standin") as standin:
         package = standin / "setuptools"
         package.mkdir()
         (package / "__init__.py").write_text("")
@@ -65,13 +75,12 @@ def pip_download(source: SdistSource, dest_dir: Path) -> None:
             Path(__file__).with_name("metadata_standin.py"), package / "build_meta.py"
         )
         paths = [str(standin), *filter(None, [os.environ.get("PYTHONPATH")])]
-        env = {
+        yield {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(paths),
-            "HARNESS_STANDIN_NAME": source.name,
-            "HARNESS_STANDIN_VERSION": source.version,
+            "HARNESS_STANDIN_NAME": name,
+            "HARNESS_STANDIN_VERSION": version,
         }
-        _pip_download(source, dest_dir, env)
 
 
 def _pip_download(source: SdistSource, dest_dir: Path, env: dict) -> None:

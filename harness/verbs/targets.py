@@ -1,4 +1,5 @@
-"""`targets`: list the pinned vLLM targets, or one target's upstream tests."""
+"""`targets`: list the pinned vLLM targets, one target's upstream tests, or the
+vLLM releases newer than every target."""
 
 from harness.targets import SELECTIONS, load_targets
 
@@ -32,6 +33,12 @@ def register(parser) -> None:
         "vLLM tree DIR does not define, as `test` does for each tree: a test "
         "the strict tier adds, where the default tier is applied",
     )
+    parser.add_argument(
+        "--newer",
+        action="store_true",
+        help="ask the package index (through pip) which final vLLM releases are "
+        "newer than every target, and print each with its sdist's sha256 to pin",
+    )
     parser.set_defaults(run=run, usage_error=parser.error)
 
 
@@ -39,6 +46,10 @@ def run(args) -> int:
     extras = args.tree is not None or args.tier is not None or args.selection != "ci"
     if not args.tests and extras:
         args.usage_error("--in, --selection and --tier go with --tests TARGET")
+    if args.newer:
+        if args.tests:
+            args.usage_error("--newer does not go with --tests")
+        return _newer()
     if args.tests:
         from harness.targets import get_target
 
@@ -63,5 +74,28 @@ def run(args) -> int:
         release = getattr(target.source, "version", "")
         print(
             f"{target.name:8} {target.source.kind:6} {release:8} {target.description}"
+        )
+    return 0
+
+
+def _newer() -> int:
+    from harness.targets import load_targets
+    from harness.trees.releases import newer_releases, newest_pinned
+
+    pinned = newest_pinned(list(load_targets().values()), "vllm")
+    if pinned is None:
+        print("no target pins a vLLM sdist release; nothing to compare with")
+        return 0
+    version, target = pinned
+    newer = newer_releases("vllm", version)
+    for release, sha256 in newer:
+        print(
+            f'vllm {release}: source = {{ sdist = "vllm=={release}", '
+            f'sha256 = "{sha256}" }}'
+        )
+    if not newer:
+        print(
+            f"no vLLM release on the package index is newer than {version} "
+            f"(target {target}'s)"
         )
     return 0
