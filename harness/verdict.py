@@ -215,7 +215,6 @@ class Verdict:
                 ]
         return lines
 
-
     def _ran_on_lines(self) -> list[str]:
         lines = []
         if machine := self.provenance.get("machine"):

@@ -5,7 +5,7 @@
 #   bash scripts/gpu_check.sh [WORKDIR]      (default WORKDIR: .gpu-check)
 #
 # 1. a venv in WORKDIR with what the harness needs, then the target's CUDA
-#    wheel (wheels.gpu in harness/targets.toml: vllm 0.33.0 for main),
+#    wheel (wheels.gpu in harness/targets.toml: vllm 0.34.0 for main),
 #    downloaded and its pinned sha256 checked before pip installs it with the
 #    torch it asks for (python -m harness e2e install --wheel gpu);
 # 2. the target's pristine tree and default-tier patched tree (harness cache:

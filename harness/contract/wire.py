@@ -3,8 +3,8 @@
 The structs follow vllm/distributed/kv_events.py of vLLM 0.33.0 and 0.34.0
 (the same file), field for field. Events are tagged structs encoded as msgpack
 maps (tag key "type", value the class name) with defaulted fields omitted; the
-batch is an array [ts, events, data_parallel_rank?]. Decoding ignores map keys and trailing
-batch elements that a later release may add.
+batch is an array [ts, events, data_parallel_rank?]. Decoding ignores map keys
+and trailing batch elements that a later release may add.
 """
 
 import io

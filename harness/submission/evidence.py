@@ -28,6 +28,7 @@ from harness.errors import ExportError, MissingDependency
 from harness.log import progress
 from harness.submission.evidence_env import in_tree
 from harness.submission.gitrepo import BRANCH, git, relative_ref
+from harness.trees import triton_gate
 from harness.trees.env import SHOWN_ENV, tree_env
 
 # --tb=line: one line per failure, and a collection error's own message (a
@@ -209,15 +210,26 @@ def _pytest(
     # No bytecode: a checkout that rewrites a module within the second its
     # cached bytecode was written, at the same size (a changed digit), would
     # otherwise run the stale module (Python checks mtime and size only).
-    command = [sys.executable, *PYTEST[1:], *tests.node_ids]
+    # On a tree with vLLM 0.34's Triton gate, the runs here lift it (the body
+    # says so); the command shown is the one a reviewer runs.
+    gate = triton_gate.state(repo)
+    command = [
+        sys.executable,
+        *PYTEST[1:],
+        *triton_gate.pytest_arguments(gate),
+        *tests.node_ids,
+    ]
     output: list[str] = []
     progress(f"{step}: running pytest ...")
     started = time.monotonic()
     returncode = processes.follow(
         command,
         cwd=repo,
-        env=tree_env(
-            repo, with_harness=False, COLUMNS="120", PYTHONDONTWRITEBYTECODE="1"
+        env=triton_gate.with_plugin(
+            tree_env(
+                repo, with_harness=False, COLUMNS="120", PYTHONDONTWRITEBYTECODE="1"
+            ),
+            gate,
         ),
         on_line=output.append,
         every_s=PROGRESS_S,

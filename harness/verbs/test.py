@@ -62,8 +62,8 @@ def run(args) -> int:
     from harness.suites.provenance import provenance
     from harness.suites.upstream import pristine_outcomes, run_upstream
     from harness.targets import get_target
-    from harness.trees.preflight import extra, require, vllm_requirements
     from harness.trees import triton_gate
+    from harness.trees.preflight import extra, require, vllm_requirements
     from harness.trees.sources import pristine_tree
     from harness.verdict import Verdict
 

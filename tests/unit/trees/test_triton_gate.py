@@ -12,7 +12,7 @@ GATE = """\
             raise RuntimeError("vLLM on x86 CPUs requires Triton (triton-cpu).")
 """
 # The shape of 0.34.0's vllm/platforms/cpu.py around the gate.
-CPU_PY = '''\
+CPU_PY = """\
 from vllm.triton_utils import HAS_TRITON as _UNUSED
 
 
@@ -34,7 +34,7 @@ class CpuPlatform:
         vllm_config["checked"] = HAS_TRITON
         if not vllm_config:
             raise RuntimeError("an empty config")
-'''
+"""
 GATED = {
     "vllm/__init__.py": "",
     "vllm/triton_utils.py": "HAS_TRITON = False\n",
@@ -75,9 +75,7 @@ def test_two_gates_are_kept_and_said(tmp_path):
 
 
 def test_the_plugin_removes_the_gate_and_nothing_else(tmp_path):
-    tree = write_tree(
-        tmp_path / "tree", {**GATED, "tests/test_config.py": TEST_CONFIG}
-    )
+    tree = write_tree(tmp_path / "tree", {**GATED, "tests/test_config.py": TEST_CONFIG})
     assert run_upstream(tree, ("tests",), "0", "patched") == {
         "tests/test_config.py::test_config_is_checked": "passed"
     }
@@ -95,9 +93,7 @@ def test_the_plugin_removes_the_gate_and_nothing_else(tmp_path):
 def test_without_the_plugin_the_gate_refuses_the_config(tmp_path, monkeypatch):
     """The control: the tree's own gate is what the test above passes."""
     monkeypatch.setattr(triton_gate, "state", lambda tree: triton_gate.ABSENT)
-    tree = write_tree(
-        tmp_path / "tree", {**GATED, "tests/test_config.py": TEST_CONFIG}
-    )
+    tree = write_tree(tmp_path / "tree", {**GATED, "tests/test_config.py": TEST_CONFIG})
     assert run_upstream(tree, ("tests",), "0", "pristine") == {
         "tests/test_config.py::test_config_is_checked": "failed"
     }
