@@ -179,6 +179,12 @@ class PackageError(UserError):
     exit_code = 19
 
 
+class BrokenDependency(UserError):
+    """A package the verb needs is installed but does not load."""
+
+    exit_code = 20
+
+
 # The most an error line quotes of what a tool said (git's or quilt's output,
 # a list of files that could not be copied): enough to act on, never a flood.
 QUOTE_LINES = 20
