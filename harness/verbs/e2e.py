@@ -15,10 +15,10 @@ def register(parser) -> None:
         "overlaid, and check the captured streams. On CPU: `python -m harness "
         "e2e install` first "
         f"(target {DEFAULT_TARGET}'s CPU wheel). Costs, {COST}: `install` "
-        "about 75 s (a 133 MB wheel and its requirements; the environment is "
-        "3.5 GB with torch), `run` about 4 min (the model, then three engine "
-        "sessions of about a minute each); what each needs is checked before "
-        "any work."
+        "74 s in one run (a 133 MB wheel and its requirements; the environment "
+        "is 3.5 GB with torch), `run` 102-156 s for 0.27-0.32 (the model, then "
+        "three engine sessions of 26-53 s each; docs/releases.md); what each "
+        "needs is checked before any work."
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     install_parser = commands.add_parser(
@@ -76,7 +76,7 @@ def register(parser) -> None:
         "--each-patch",
         action="store_true",
         help="also one session with each patch of the strict tier alone "
-        "(about a minute each)",
+        "(one engine session each)",
     )
     routers.add_argument(
         "--router",
