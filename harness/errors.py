@@ -191,6 +191,12 @@ class IndexUnreachable(UserError):
     exit_code = 21
 
 
+class BrokenDependency(UserError):
+    """A package the verb needs is installed but does not load."""
+
+    exit_code = 22
+
+
 # The most an error line quotes of what a tool said (git's or quilt's output,
 # a list of files that could not be copied): enough to act on, never a flood.
 QUOTE_LINES = 20

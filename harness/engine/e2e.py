@@ -126,7 +126,7 @@ def each_tier(
         raise E2EError(
             f"target {receipt.target}'s {receipt.tier} tier is installed on "
             f"{located.dist.describe()}; e2e starts from the released package: "
-            f"python -m harness uninstall first"
+            f"{located.harness_command('uninstall')} first"
         )
     overlays = {tier: prepare_overlay(pins, tier) for tier in TIERS}
     if alone:

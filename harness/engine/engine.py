@@ -85,6 +85,13 @@ SESSION_PLAN = (
 def build_model(dest: Path) -> Path:
     """A random-weight GraniteMoeHybrid, one Mamba2 layer then one attention
     layer, and a WordLevel tokenizer of VOCAB_SIZE words, saved in dest."""
+    return save_model(make_model(), dest)
+
+
+def make_model() -> tuple:
+    """The model and its tokenizer in memory, (model, tokenizer): every
+    import the model needs is done here, so that a package that does not
+    load fails here and never as a write (`save_model`)."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import (
@@ -115,17 +122,25 @@ def build_model(dest: Path) -> Path:
         pad_token_id=3,
     )
     torch.manual_seed(0)
-    GraniteMoeHybridForCausalLM(config).to(torch.float32).save_pretrained(dest)
+    model = GraniteMoeHybridForCausalLM(config).to(torch.float32)
     words = {f"w{index}": index for index in range(VOCAB_SIZE)}
     tokenizer = Tokenizer(models.WordLevel(words, unk_token="w0"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(
+    fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         unk_token="w0",
         bos_token="w1",
         eos_token="w2",
         pad_token="w3",
-    ).save_pretrained(dest)
+    )
+    return model, fast
+
+
+def save_model(parts: tuple, dest: Path) -> Path:
+    """`make_model`'s model and tokenizer written to dest."""
+    model, tokenizer = parts
+    model.save_pretrained(dest)
+    tokenizer.save_pretrained(dest)
     return dest
 
 

@@ -205,7 +205,7 @@ def _install(located: Located, target: Target, overlay: Overlay) -> Receipt:
         raise PackageError(
             f"target {earlier.target}'s {earlier.tier} tier is already on "
             f"{located.dist.describe()} (receipt {receipt_dir(located) / RECEIPT}); "
-            f"take it off first: python -m harness uninstall"
+            f"take it off first: {located.harness_command('uninstall')}"
         )
     check_release(target, located.dist)
     check_recorded(located, overlay.files)
@@ -342,7 +342,8 @@ def _take_off(located: Located, pristine: dict[str, bytes]) -> None:
         if undone is not None:
             raise PackageError(
                 f"{cause}; nor could what was already written be put back "
-                f"({undone}): python -m harness status says which file is which"
+                f"({undone}): {located.harness_command('status')} says which "
+                f"file is which"
             ) from None
         raise PackageError(
             f"{cause}; {located.dist.describe()} is as it was, the series on "

@@ -29,6 +29,7 @@ own and followed.
 
 import json
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ from pathlib import Path
 from harness import cache, processes
 from harness.errors import PackageError
 from harness.installed.package_files import file_digest, no_link_below, read_record
+from harness.log import harness_command
 from harness.targets import Target
 
 RECORD = "RECORD"
@@ -195,6 +197,13 @@ class Located:
                 f"reads and writes only the files of {self.dist.describe()}"
             )
         return no_link_below(self.dist.site, relative, self.dist.describe())
+
+    def harness_command(self, verb: str) -> str:
+        """``verb`` as a command line to paste: the harness of the interpreter
+        running it now, with ``--python`` where the engine's is another."""
+        python = self.installed.python
+        engine = [] if python == sys.executable else ["--python", python]
+        return harness_command(verb, *engine)
 
     def info_file(self, relative: str) -> Path:
         """The file ``relative`` of the distribution's .dist-info, refused as

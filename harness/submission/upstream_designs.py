@@ -3,12 +3,16 @@ measured it (docs/upstream-designs.md): the figures the pull-request body
 quotes.
 
 The figures are a file of the checkout, RESULTS, written by the benchmark's
-``--json``; the body quotes them only for the target they were measured on,
+``--json`` and not shipped (benchmarks/results/ is ignored by git: figures
+measured at an earlier revision would be another series' and the export
+would leave them out); the body quotes them only for the target they were
+measured on,
 only where they measured the tree exported (the tier's whole series, at a
 revision with this checkout's series: harness.submission.mail checks it), and
 only the rows of the release, the exported tier and upstream's design, each
-with its totals beside its bytes per event. Nothing here measures: rerun the
-benchmark (its commands are in the doc) when the series changes.
+with its totals beside its bytes per event. Without the file the texts
+leave the comparison out. Nothing here measures: run the benchmark (its
+commands are in the doc) in the checkout that exports.
 """
 
 import json

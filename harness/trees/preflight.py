@@ -46,8 +46,8 @@ def vllm_requirements(target: str) -> tuple[str, str] | None:
     if gone := missing(VLLM_REQUIREMENTS):
         return (
             f"vLLM's requirements ({', '.join(gone)})",
-            f"`python -m harness deps --target {target}` (about 2 min and 2.6 "
-            f"GB; torch held at 2.13.0)",
+            f"`python -m harness deps --target {target}` (1-11 min as pip and "
+            f"the load allow, 2.6 GB; torch held at 2.13.0)",
         )
     return None
 

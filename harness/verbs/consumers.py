@@ -11,9 +11,8 @@ def register(parser) -> None:
         "target, apply their KV events to NVIDIA Dynamo's RadixTree and print "
         "rejected stores and removals per cause. Needs the harness's consumers "
         "extra (ai-dynamo-runtime) and vLLM's requirements (`python -m harness "
-        f"deps`), checked before any work. Costs, {COST}: about 4 min with the "
-        "trees cached (docs/consumers.md); `tox -e consumers` sets it all up "
-        "(2.9 GB)."
+        f"deps`), checked before any work. Costs, {COST}: docs/consumers.md "
+        "gives the runs measured; `tox -e consumers` sets it all up (2.9 GB)."
     )
     add_target_arguments(parser, target_default="main", several_tiers=True)
     parser.add_argument(

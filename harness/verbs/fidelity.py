@@ -26,8 +26,9 @@ def register(parser) -> None:
         "--dynamo adds NVIDIA Dynamo's RadixTree (needs the consumers extra, "
         "ai-dynamo-runtime). docs/consumers.md, 'Router fidelity'. Needs "
         "vLLM's requirements (`python -m harness deps`), checked before any "
-        f"work. Costs, {COST}: about 3 min with --dynamo and the trees cached, "
-        "0.5 GB of harness cache per target for its trees. --router measures "
+        f"work. Costs, {COST}: 180 s with --dynamo and the trees cached on two "
+        "busy cores (docs/consumers.md), 0.5 GB of harness cache per target for "
+        "its trees. --router measures "
         "every consumer instead and opens with 'who gains what', tree by "
         "consumer (docs/operators.md)."
     )

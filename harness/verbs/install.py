@@ -29,7 +29,19 @@ def run(args) -> int:
     target = get_target(args.target)
     located = locate(args.python)
     with installation_lock(located):
-        return _install(args, target, located)
+        status = _install(args, target, located)
+    warn_of_media(args.python)
+    return status
+
+
+def warn_of_media(python: str) -> None:
+    """A warning when the engine's environment holds a media package that
+    does not load against its torch: the engine would not start."""
+    from harness.installed.media import check_media
+    from harness.log import warning
+
+    if (advice := check_media(python).advice()) is not None:
+        warning(advice)
 
 
 def _install(args, target, located) -> int:
@@ -78,14 +90,5 @@ def _install(args, target, located) -> int:
         print(f"  {path}")
     print(f"receipt: {receipt_dir(located) / RECEIPT}")
     print(RESTART)
-    print(f"take it off: python -m harness uninstall{_python_option(args)}")
+    print(f"take it off: {located.harness_command('uninstall')}")
     return 0
-
-
-def _python_option(args) -> str:
-    import shlex
-    import sys
-
-    return (
-        "" if args.python == sys.executable else f" --python {shlex.quote(args.python)}"
-    )

@@ -8,10 +8,12 @@ def register(parser) -> None:
         "Say which vLLM PYTHON (default: this one) imports, which target and "
         "tier of the series `install` put on it (its receipt), the state of "
         "each file, and whether every other file of its vllm package is still "
-        "what RECORD says. Exit 0 when the package is as released or wholly "
-        "patched by the receipt, 1 when a file is neither (an interrupted "
-        "install, a file changed by hand). Reads every file of the package: "
-        "a few seconds."
+        "what RECORD says, and whether the media packages of its environment "
+        "(torchvision, torchaudio, torchcodec) load against its torch: vLLM "
+        "does not start when one does not. Exit 0 when the package is as "
+        "released or wholly patched by the receipt and the engine can start, "
+        "1 when a file is neither (an interrupted install, a file changed by "
+        "hand) or a media package does not load."
     )
     add_python_argument(parser)
     parser.set_defaults(run=run)
@@ -20,10 +22,15 @@ def register(parser) -> None:
 def run(args) -> int:
     from harness.installed.installation import installation_lock
     from harness.installed.installed import locate
+    from harness.installed.media import check_media
 
     located = locate(args.python)
     with installation_lock(located, shared=True):
-        return _status(located)
+        status = _status(located)
+    if (advice := check_media(args.python).advice()) is not None:
+        print(advice)
+        return 1
+    return status
 
 
 def _status(located) -> int:
@@ -56,7 +63,8 @@ def _status(located) -> int:
             problems += 1
             print(
                 "  not every file is patched: an install was stopped short; "
-                "python -m harness uninstall puts back the released files"
+                f"{located.harness_command('uninstall')} puts back the released "
+                "files"
             )
         else:
             print(f"  {RESTART}")

@@ -5,6 +5,7 @@ and ask another Python only within bounds: every refusal one line, status
 
 import json
 import shutil
+import sys
 
 import pytest
 from support.installed import (
@@ -463,8 +464,8 @@ def test_an_uninstall_whose_undo_fails_too_says_so(site, tmp_path, monkeypatch, 
     )
     assert line == (
         f"error: cannot write {utils}: Permission denied; nor could what was "
-        f"already written be put back ({pool}: Permission denied): python -m "
-        f"harness status says which file is which"
+        f"already written be put back ({pool}: Permission denied): "
+        f"{sys.executable} -m harness status says which file is which"
     )
 
 

@@ -92,7 +92,7 @@ def test_another_tier_over_an_installed_one_is_refused_naming_it(site, capsys):
     installed = snapshot(site)
     line = refused(capsys, "install", "--target", "t", "--tier", "strict")
     assert "target t's default tier is already on vllm 9.9.9 in " in line
-    assert line.endswith("take it off first: python -m harness uninstall")
+    assert line.endswith(f"take it off first: {sys.executable} -m harness uninstall")
     assert snapshot(site) == installed
 
 
@@ -182,7 +182,9 @@ def test_another_python_is_asked_where_its_vllm_is(site, tmp_path, capsys):
     python.symlink_to(sys.executable)
     status, out, _ = run(capsys, "install", "--target", "t", "--python", str(python))
     assert status == 0
-    assert "take it off: python -m harness uninstall --python " in out
+    assert (
+        f"take it off: {sys.executable} -m harness uninstall --python {python}\n" in out
+    )
     assert run(capsys, "uninstall", "--python", str(python))[0] == 0
     assert snapshot(site) == before
     line = refused(capsys, "status", "--python", str(tmp_path / "absent"))
@@ -369,7 +371,8 @@ def test_e2e_refuses_a_package_with_a_series_on_it_before_any_work(site, capsys)
         end_to_end("t")
     assert str(refused.value) == (
         f"target t's default tier is installed on vllm 9.9.9 in {site}; e2e "
-        f"starts from the released package: python -m harness uninstall first"
+        f"starts from the released package: {sys.executable} -m harness uninstall "
+        f"first"
     )
 
 

@@ -1,26 +1,34 @@
 """`e2e model --out DIR`: the sessions' tiny model, written where the user
-asks and nowhere the harness reads as pristine, its path printed."""
+asks and nowhere the harness reads as pristine, its path printed; built
+with any Python whose torch and transformers load, the media packages kept
+out, and a package that does not load never taken for a write that failed."""
+
+import errno
+import sys
 
 import pytest
 
 from harness import cli
 from harness.engine import engine
-from harness.errors import MissingDependency, OutputError
+from harness.errors import BrokenDependency, MissingDependency, OutputError
+from harness.installed.media import MEDIA
 from harness.trees import preflight
 
 
 @pytest.fixture
 def built(monkeypatch):
-    """build_model writing a config.json (torch is not here), with the
-    directories it was asked to build in."""
+    """make_model and save_model writing a config.json (torch is not here),
+    with the directories save_model was asked to write."""
     asked = []
 
-    def build(dest):
+    def save(parts, dest):
+        assert parts == "the model"
         asked.append(dest)
         (dest / "config.json").write_text("{}")
         return dest
 
-    monkeypatch.setattr(engine, "build_model", build)
+    monkeypatch.setattr(engine, "make_model", lambda: "the model")
+    monkeypatch.setattr(engine, "save_model", save)
     monkeypatch.setattr(preflight, "missing", lambda names: [])
     return asked
 
@@ -33,7 +41,11 @@ def test_the_model_is_written_and_its_path_printed(
     if existing:
         out.mkdir(parents=True)
     assert cli.main(["e2e", "model", "--out", str(out)]) == 0
-    assert capsys.readouterr().out == f"{out}\n"
+    printed = capsys.readouterr()
+    assert printed.out == f"{out}\n"
+    assert "the model's context is 512 tokens, prompt and output together" in (
+        printed.err
+    )
     assert (out / "config.json").read_text() == "{}"
     assert [path.name for path in out.parent.iterdir()] == ["tiny"]  # no scratch
 
@@ -64,5 +76,65 @@ def test_without_torch_it_says_where_to_run_it(tmp_path, cache, monkeypatch, cap
     status = cli.main(["e2e", "model", "--out", str(out)])
     assert status == MissingDependency.exit_code
     [line] = capsys.readouterr().err.splitlines()
-    assert line.startswith("error: torch not installed here; the model is built ")
+    assert line.startswith(f"error: torch not installed for {sys.executable}; ")
+    assert "ENGINE -m harness e2e model" in line
     assert not out.exists()
+
+
+def test_no_media_package_is_imported_while_the_model_is_built(
+    tmp_path, cache, built, monkeypatch
+):
+    """transformers imports whichever media package is installed, and one
+    built for another torch fails (the engine venv pip makes): the model
+    needs none, so none is importable while it is built."""
+    seen = {}
+
+    def make():
+        for name in MEDIA:
+            with pytest.raises(ImportError):
+                __import__(name)
+            seen[name] = sys.modules[name]
+        return "the model"
+
+    monkeypatch.setattr(engine, "make_model", make)
+    assert cli.main(["e2e", "model", "--out", str(tmp_path / "tiny")]) == 0
+    assert seen == dict.fromkeys(MEDIA)
+    assert not any(name in sys.modules for name in MEDIA)
+
+
+def test_a_package_that_does_not_load_is_named_not_the_directory(
+    tmp_path, cache, built, monkeypatch, capsys
+):
+    def make():
+        try:
+            raise OSError("Could not load this library: /venv/torchaudio/_t.so")
+        except OSError as exc:
+            raise ModuleNotFoundError("Could not import module 'Granite'") from exc
+
+    monkeypatch.setattr(engine, "make_model", make)
+    out = tmp_path / "tiny"
+    status = cli.main(["e2e", "model", "--out", str(out)])
+    assert status == BrokenDependency.exit_code == 22
+    [line] = capsys.readouterr().err.splitlines()[-1:]
+    assert line == (
+        f"error: torch or transformers does not load for {sys.executable} "
+        f"(OSError: Could not load this library: /venv/torchaudio/_t.so); repair "
+        f"that environment, or run this with a Python whose torch and "
+        f"transformers import"
+    )
+    assert not built and not out.exists()
+
+
+def test_a_write_that_fails_is_named_as_one(
+    tmp_path, cache, built, monkeypatch, capsys
+):
+    def save(parts, dest):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(engine, "save_model", save)
+    out = tmp_path / "tiny"
+    assert cli.main(["e2e", "model", "--out", str(out)]) == OutputError.exit_code
+    [line] = capsys.readouterr().err.splitlines()[-1:]
+    assert line == f"error: cannot write {out}: No space left on device"
+    assert not out.exists()
+    assert not any("scratch" in path.name for path in tmp_path.iterdir())
