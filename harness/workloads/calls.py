@@ -17,6 +17,10 @@ The cases:
 - ``prefill HxBxT``: a hybrid KVCacheManager (full attention and Mamba in
   align mode, both block B, hash block H) prefilling one T-token prompt in
   the chunks vLLM's scheduler splits it into, its cache empty;
+- ``masked N/K``: one ``cache_full_blocks`` call of N blocks (block 16, hash
+  block 16, the request's first call) whose mask keeps every K-th block, as
+  a sliding-window or Mamba group's alignment mask does; ``masked N tail
+  W``: the same keeping only the last W blocks (a sliding window's tail);
 - ``8 sibling tails``: eight requests with the same 8,000-token prompt (as
   ``n=8`` sampling has), hash block 4, cache block 4096, the shared first
   block cached; the eight ``cache_partial_block`` calls of their tails, each
@@ -47,6 +51,7 @@ PARTIAL_RATIOS = (4, 16, 48, 128)
 REGISTRATIONS = ((128, 1536, 1800), (16, 1536, 4000), (16, 2048, 4000))
 PREFILLS = ((16, 1536, 4000), (16, 2048, 4000))
 DECODE_CONTEXTS = (1, 4, 16, 64)
+MASKED = ("masked 64/2", "masked 64/4", "masked 64 tail 4")
 EVENTS_OFF = ", events off"
 WORKLOAD = "workload "
 # Seeded operations of a workload case, then one that evicts everything.
@@ -146,6 +151,33 @@ def prompt_registration(
         pool.evict_blocks({block.block_id for block in blocks})
 
     return fresh, register, evict
+
+
+def masked_blocks(mask: list[bool], events: bool = True):
+    """``(fresh, call)``: one ``cache_full_blocks`` call under ``mask``."""
+    block_size = 16
+    request = _request("prompt", len(mask) * block_size, block_size)
+
+    def fresh():
+        pool = _pool(len(mask) + 1, block_size, events)
+        return pool, pool.get_new_blocks(len(mask))
+
+    def call(pool, blocks) -> None:
+        pool.cache_full_blocks(
+            request, blocks, 0, len(mask), block_size, 0, block_mask=mask
+        )
+
+    return fresh, call
+
+
+def _mask(name: str) -> list[bool]:
+    """The mask a ``masked N/K`` or ``masked N tail W`` case names."""
+    size, _, rest = name.removeprefix("masked ").partition(" tail ")
+    blocks = int(size.split("/")[0])
+    if rest:
+        return [i >= blocks - int(rest) for i in range(blocks)]
+    every = int(size.split("/")[1])
+    return [i % every == every - 1 for i in range(blocks)]
 
 
 def sibling_tails(count: int = 8, events: bool = True):
@@ -320,6 +352,8 @@ def build(case: str):
         return decode_one_block(context, "unaligned" not in name)
     if name == "8 sibling tails":
         return sibling_tails(events=events)
+    if name.startswith("masked "):
+        return masked_blocks(_mask(name), events)
     if name.removeprefix(WORKLOAD) in WORKLOAD_LAYOUTS and events:
         return seeded_workload(name.removeprefix(WORKLOAD))
     raise ValueError(f"no case {case!r}")
@@ -349,6 +383,12 @@ def title(case: str) -> str:
         said = (
             "the `cache_partial_block()` of 8 tails of one 8,000-token prompt, "
             "hash block 4, block 4096"
+        )
+    elif name.startswith("masked "):
+        mask = _mask(name)
+        said = (
+            f"one `cache_full_blocks()` of {len(mask)} blocks, {sum(mask)} of them "
+            "cached (a sparse group's block mask), hash block 16, block 16"
         )
     elif name.startswith(WORKLOAD):
         config = name.removeprefix(WORKLOAD)
