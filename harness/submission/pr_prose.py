@@ -56,9 +56,9 @@ DESIGN_BY_CLASS = {
         ),
         "K4": (
             "The stores of groups whose skipped blocks are never announced "
-            "(sliding window, Mamba align mode) are stored in runs whose "
-            "tokens are exactly their hashes', each run under a block the "
-            "pool holds."
+            "(sliding window, Mamba align mode) give each block the span "
+            "since the block its call cached before it: every store dense, "
+            "under the block before it."
         ),
     },
     "holdings": {
@@ -69,11 +69,11 @@ DESIGN_BY_CLASS = {
         ),
         "K4": (
             "The stores of groups whose skipped blocks are never announced "
-            "(sliding window, Mamba align mode) are stored in runs whose "
-            "tokens are exactly their hashes'; a run after a skipped block "
-            "starts with its first block spanning back to the nearest block "
-            "the pool holds. A block after an evicted full-attention block "
-            "is left as released: no hit can reach past it."
+            "(sliding window, Mamba align mode) give each block the span "
+            "since the block its call cached before it, the span as "
+            "block_size: every store dense, under the block before it. A "
+            "block after an evicted full-attention block is left as "
+            "released: no hit can reach past it."
         ),
     },
 }

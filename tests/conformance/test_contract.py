@@ -330,10 +330,10 @@ def test_entry_whose_block_start_is_gone_is_never_worse(
         assert found == [], f"{name}: the entry at 16 does not resolve"
 
 
-def test_a_reset_reaches_the_stream_when_it_happens(conformance, holdings):
+def test_a_reset_reaches_the_stream_when_it_happens(conformance):
     """C9. Released vLLM's Scheduler.reset_prefix_cache() publishes nothing:
     the pool's AllBlocksCleared waits for the next step's output, after the
-    next request was routed (this pins it). A tier whose stream is the
-    pool's holdings publishes it at once; one that adds ancestry leaves it."""
+    next request was routed (this pins it). Every tier carries 0001, which
+    publishes it at once."""
     timing = conformance.reset_timing()
-    assert timing == {"pristine": False, "patched": holdings}
+    assert timing == {"pristine": False, "patched": True}
