@@ -163,6 +163,37 @@ def outside_trees(path: Path, what: str) -> None:
         raise OutputError(f"{what} {problem}")
 
 
+def directory_identities() -> set[tuple[int, int]]:
+    """(device, inode) of every directory of the harness cache, itself
+    included: what a directory elsewhere shares with one of them when it is
+    that directory under another name (a bind mount), which no symlink and
+    no resolved path shows. Empty when there is no cache."""
+    try:
+        base = root()
+    except CacheError:
+        return set()
+    found = set()
+    for directory, _, _ in os.walk(base):
+        try:
+            info = os.lstat(directory)
+        except OSError:
+            continue  # removed meanwhile
+        found.add((info.st_dev, info.st_ino))
+    return found
+
+
+def holds_directory(path: Path, known: set[tuple[int, int]] | None = None) -> bool:
+    """Whether the directory ``path`` is one of the harness cache's, however
+    it is reached (`directory_identities`, or ``known``, the identities
+    read once for several paths)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    identities = directory_identities() if known is None else known
+    return (info.st_dev, info.st_ino) in identities
+
+
 def quarantine() -> Path:
     return root() / "quarantine"
 
