@@ -41,7 +41,11 @@ from pathlib import Path
 from harness import cache, processes, scratch
 from harness.errors import OutputError, SeriesError, excerpt
 from harness.log import progress
-from harness.series.checkout_version import check_checkout_version, git
+from harness.series.checkout_version import (
+    check_checkout_version,
+    git,
+    refuse_series_commits,
+)
 from harness.series.model import Series, SeriesEntry, load_series
 from harness.series.snapshot import CheckoutFiles, read_states
 from harness.targets import Target
@@ -269,6 +273,7 @@ def apply_onto(target: Target, tier: str, checkout: Path) -> None:
             f"that it can check that nothing is left uncommitted"
         )
     check_checkout_version(target, checkout)
+    refuse_series_commits(checkout, series, tier)
     if (checkout / ".pc").exists():
         raise SeriesError(f"{checkout / '.pc'} exists (a quilt stack); pop it first")
     status = git(checkout, "status", "--porcelain")
