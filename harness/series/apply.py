@@ -45,6 +45,7 @@ from harness.series.checkout_version import (
     check_checkout_version,
     git,
     refuse_series_commits,
+    refuse_uncommitted,
 )
 from harness.series.model import Series, SeriesEntry, load_series
 from harness.series.snapshot import CheckoutFiles, read_states
@@ -183,7 +184,7 @@ def _build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
     applier = choose_applier(series)
     scratch.new_path(dest, "--dest")
     pristine = pristine_tree(target)
-    if dest.resolve().is_relative_to(pristine.resolve()):
+    if cache.lies_in(dest, pristine):
         raise OutputError(
             f"{dest} is inside the pristine tree {pristine} of target "
             f"{target.name}, which would be copied into itself; choose a "
@@ -276,13 +277,7 @@ def apply_onto(target: Target, tier: str, checkout: Path) -> None:
     refuse_series_commits(checkout, series, tier)
     if (checkout / ".pc").exists():
         raise SeriesError(f"{checkout / '.pc'} exists (a quilt stack); pop it first")
-    status = git(checkout, "status", "--porcelain")
-    if status:
-        changed = "; ".join(status.splitlines()[:3])
-        raise SeriesError(
-            f"{checkout} has uncommitted changes ({changed}); commit or stash "
-            f"them first"
-        )
+    refuse_uncommitted(checkout)
     files = CheckoutFiles(checkout, series.touched_paths())
     check_creations(series, files.before)
     temporary = Path(tempfile.gettempdir())

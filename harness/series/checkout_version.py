@@ -17,6 +17,7 @@ from pathlib import Path
 from harness import processes
 from harness.errors import SeriesError
 from harness.log import progress, warning
+from harness.series.snapshot import ORIGINAL
 from harness.targets import GitSource, SdistSource, Target
 
 _VERSION_ASSIGNMENT = re.compile(
@@ -175,4 +176,27 @@ def refuse_series_commits(checkout: Path, series, tier: str) -> None:
         f"{checkout} already carries {len(found)} of the {total} commit(s) of "
         f"tier {tier}'s series ({named}): from an earlier --commit run that "
         f"was killed, or applied before; {back}, then apply again"
+    )
+
+
+def refuse_uncommitted(checkout: Path) -> None:
+    """Refuse a checkout with uncommitted changes, naming the first few; one
+    that holds originals an `apply --onto` set aside (killed while it wrote
+    the patched files: `snapshot.ORIGINAL`) says how to put them back."""
+    status = git(checkout, "status", "--porcelain", "--untracked-files=all")
+    if not status:
+        return
+    lines = status.splitlines()
+    originals = [line[3:] for line in lines if ORIGINAL in line]
+    note = (
+        f"; {len(originals)} {ORIGINAL}* file(s) among them ({originals[0]}) are "
+        f"originals an apply --onto set aside and was killed before putting "
+        f"back: each is the file beside it as it was before; move each back "
+        f"over that file, and remove the files the series added"
+        if originals
+        else ""
+    )
+    raise SeriesError(
+        f"{checkout} has uncommitted changes ({'; '.join(lines[:3])}); commit or "
+        f"stash them first{note}"
     )

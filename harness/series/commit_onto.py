@@ -26,7 +26,10 @@ from harness.errors import SeriesError
 from harness.log import progress
 from harness.processes import stop_signals_held
 from harness.series.apply import check_checkout_version
-from harness.series.checkout_version import refuse_series_commits
+from harness.series.checkout_version import (
+    refuse_series_commits,
+    refuse_uncommitted,
+)
 from harness.series.model import Series, load_series
 from harness.targets import Target
 
@@ -51,11 +54,7 @@ def _check_checkout(target: Target, checkout: Path, series: Series, tier: str) -
     refuse_series_commits(checkout, series, tier)
     if (checkout / ".pc").exists():
         raise SeriesError(f"{checkout / '.pc'} exists (a quilt stack); pop it first")
-    if changes := _output(checkout, "status", "--porcelain"):
-        first = "; ".join(changes.splitlines()[:3])
-        raise SeriesError(
-            f"{checkout} has uncommitted changes ({first}); commit or stash them first"
-        )
+    refuse_uncommitted(checkout)
     if _output(checkout, "var", "GIT_COMMITTER_IDENT") is None:
         raise SeriesError(
             f"git has no identity to commit with in {checkout}; set user.name "

@@ -199,12 +199,10 @@ def checked_out(out: Path) -> Path:
 
 
 def refuse_inside(out: Path, directory: Path, what: str) -> None:
-    """One line where ``out`` (links resolved) lies inside ``directory``."""
-    try:
-        inside = out.resolve().is_relative_to(directory.resolve())
-    except (OSError, RuntimeError):  # a link loop: the mkdir next says so
-        return
-    if inside:
+    """One line where ``out`` lies inside ``directory``, through links or in
+    one of its directories under another name (a bind mount:
+    `cache.lies_in`)."""
+    if cache.lies_in(out, directory):
         raise OutputError(
             f"--out {out} lies inside {what} ({directory}), which the harness "
             "reads and never writes into; choose a directory outside it"

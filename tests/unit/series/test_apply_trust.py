@@ -658,3 +658,26 @@ def test_a_rename_into_place_that_fails_puts_the_original_back(
     )
     assert changed(before, tree_digest(tmp_path)) == []
     assert originals_left(fork) == []
+
+
+@pytest.mark.hostile
+def test_the_run_after_one_killed_while_writing_says_how_to_put_originals_back(
+    tmp_path, monkeypatch, capsys, cache, temporary
+):
+    """A SIGKILL between setting an original aside and removing it leaves
+    the patched file and its original beside it."""
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    fork = make_fork(tmp_path)
+    monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
+    readme = fork / "README.md"
+    aside = readme.with_name(f"{snapshot.ORIGINAL}4242-0badf00d")
+    readme.rename(aside)
+    readme.write_text("patched\n")
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 7
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: {fork} has uncommitted changes ( M README.md; ?? {aside.name}); "
+        f"commit or stash them first; 1 {snapshot.ORIGINAL}* file(s) among them "
+        f"({aside.name}) are originals an apply --onto set aside and was killed "
+        f"before putting back: each is the file beside it as it was before; move "
+        f"each back over that file, and remove the files the series added"
+    )

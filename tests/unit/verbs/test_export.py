@@ -307,3 +307,27 @@ def test_a_relative_out_with_the_working_directory_removed_is_one_line(
         "taken from cannot be read (No such file or directory: removed?); give "
         "an absolute path, or run from a directory that exists"
     )
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("where", ["cache", "pristine"])
+def test_an_out_in_a_directory_mounted_from_the_cache_or_the_tree_is_refused(
+    tmp_path, target, capsys, monkeypatch, cache, where
+):
+    """MOUNT a bind mount (root only) of a directory of the cache or of the
+    pristine tree: the same device and inode, which no link shows."""
+    source = {"cache": cache / "trees", "pristine": tmp_path / "pristine"}[where]
+    source.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "MOUNT").mkdir()
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        mounted = os.fspath(path) == os.fspath(tmp_path / "MOUNT")
+        return real_stat(source if mounted else path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    out = tmp_path / "MOUNT" / "mails"
+    code = export(out, "--as", SUBMITTER, REVIEWED)
+    assert code == OutputError.exit_code
+    owner = "the harness cache" if where == "cache" else "the pristine tree"
+    assert_refused_before_any_work(capsys, out, code, f"lies inside {owner}")
