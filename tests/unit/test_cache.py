@@ -11,6 +11,7 @@ def test_cache_dir_follows_override_then_xdg(monkeypatch, tmp_path):
     assert cache.root() == tmp_path / "xdg" / "vllm-kv-series"
 
 
+@pytest.mark.hostile
 def test_a_cache_that_is_a_symlink_loop_is_one_line(monkeypatch, tmp_path, capsys):
     from harness import cli
 
@@ -123,6 +124,7 @@ def _trees(cache_dir):
     return cache_dir
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize(
     ("argv", "where", "option"),
     [
@@ -230,6 +232,7 @@ def test_no_verb_writes_into_a_tree_of_the_cache_mounted_elsewhere(
     assert changed(before, tree_digest(tmp_path)) == []
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("module", ["harness.verbs.test", "harness.engine.e2e"])
 def test_a_report_inside_the_caches_trees_is_refused(cache, module):
     import importlib
