@@ -14,7 +14,9 @@ which the holder writes into the lock file).
     patched/TARGET-TIER-KEY/        patched trees, keyed by source and series
                                     (no path a user gives a verb to write,
                                     --dest, --out, --report, is taken in
-                                    either: `outside_trees`)
+                                    either, nor in a directory of theirs
+                                    under another name, a bind mount:
+                                    `outside_trees`)
     outcomes/KEY.json               pristine upstream outcomes
     reports/TARGET-TIER-SEL.json    the newest verdict of `python -m harness test`
     reports/e2e-TARGET.json         the newest e2e report (`pytest tests/e2e`,
@@ -128,20 +130,42 @@ TREE_FOLDERS = ("trees", "patched")
 
 def tree_folder_holding(path: Path) -> Path | None:
     """The cache's folder of trees (`TREE_FOLDERS`) that ``path`` lies in or
-    is, symlinks followed, else None (also when no cache can be found)."""
+    is (`lies_in`), else None (also when no cache can be found)."""
     try:
         base = root()
-        resolved = path.resolve()
-    except (CacheError, RuntimeError, OSError):
+    except CacheError:
         return None
     for name in TREE_FOLDERS:
-        try:
-            folder = (base / name).resolve()
-        except (RuntimeError, OSError):
-            continue
-        if resolved.is_relative_to(folder):
-            return folder
+        if lies_in(path, base / name):
+            return (base / name).resolve()
     return None
+
+
+def lies_in(path: Path, directory: Path) -> bool:
+    """Whether ``path`` lies in ``directory`` or is it: its links followed,
+    or its nearest existing directory one of ``directory``'s under another
+    name, which no link shows (a bind mount: the same device and inode,
+    `directory_identities`; looked for on ``directory``'s device only)."""
+    try:
+        resolved, folder = path.resolve(), directory.resolve()
+    except (RuntimeError, OSError):  # a link loop
+        return False
+    if resolved.is_relative_to(folder):
+        return True
+    nearest = next((p for p in (resolved, *resolved.parents) if _is_dir(p)), None)
+    try:
+        device = os.stat(folder).st_dev
+        same_device = nearest is not None and os.stat(nearest).st_dev == device
+    except OSError:  # no such directory (yet)
+        return False
+    return same_device and holds_directory(nearest, directory_identities(folder))
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a name over NAME_MAX: the caller's own check says so
+        return False
 
 
 def in_trees(path: Path) -> str | None:
@@ -161,6 +185,38 @@ def outside_trees(path: Path, what: str) -> None:
     write when it lies in the cache's trees (`in_trees`)."""
     if (problem := in_trees(path)) is not None:
         raise OutputError(f"{what} {problem}")
+
+
+def directory_identities(top: Path | None = None) -> set[tuple[int, int]]:
+    """(device, inode) of every directory of the harness cache (or of its
+    folder ``top``), itself included: what a directory elsewhere shares with
+    one of them when it is that directory under another name (a bind mount),
+    which no symlink and no resolved path shows. Empty when there is no
+    cache."""
+    try:
+        base = root() if top is None else top
+    except CacheError:
+        return set()
+    found = set()
+    for directory, _, _ in os.walk(base):
+        try:
+            info = os.lstat(directory)
+        except OSError:
+            continue  # removed meanwhile
+        found.add((info.st_dev, info.st_ino))
+    return found
+
+
+def holds_directory(path: Path, known: set[tuple[int, int]] | None = None) -> bool:
+    """Whether the directory ``path`` is one of the harness cache's, however
+    it is reached (`directory_identities`, or ``known``, the identities
+    read once for several paths)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    identities = directory_identities() if known is None else known
+    return (info.st_dev, info.st_ino) in identities
 
 
 def quarantine() -> Path:

@@ -20,10 +20,21 @@ def _holds_project(directory: Path) -> bool:
 
 
 def root() -> Path:
-    """The top of the checkout the harness works on."""
+    """The top of the checkout the harness works on: the one it is imported
+    from, else the working directory or one of its parents (the working
+    directory is read only then, so a removed one matters only there)."""
     package_parent = Path(__file__).resolve().parent.parent
-    cwd = Path.cwd().resolve()
-    for candidate in (package_parent, cwd, *cwd.parents):
+    if _holds_project(package_parent):
+        return package_parent
+    try:
+        cwd = Path.cwd().resolve()
+    except OSError as exc:  # the working directory was removed
+        raise CheckoutError(
+            f"the harness is not run from a checkout of vllm-kv-events-series, "
+            f"and the working directory to look in cannot be read "
+            f"({exc.strerror}: removed?); run it from a clone of the project"
+        ) from None
+    for candidate in (cwd, *cwd.parents):
         if _holds_project(candidate):
             return candidate
     raise CheckoutError(

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from harness.errors import OutputError
 from harness.log import progress
 
 PREFIX = ".harness-scratch-"
@@ -31,6 +32,113 @@ def blocking_file(path: Path) -> Path | None:
     (so ``path`` can never be made), else None."""
     parent = next((p for p in path.parents if p.exists()), None)
     return parent if parent is not None and not parent.is_dir() else None
+
+
+def absolute(path: Path, what: str) -> Path:
+    """``path`` made absolute from the working directory, lexically (as
+    os.path.abspath does: a link is not followed); one line (OutputError,
+    ``what`` the option that named it) where it is relative and the working
+    directory is gone."""
+    try:
+        return Path(os.path.abspath(path))
+    except OSError as exc:  # os.getcwd(): the directory was removed
+        raise OutputError(
+            f"{what} {path} is relative, and the working directory it would be "
+            f"taken from cannot be read ({exc.strerror}: removed?); give an "
+            f"absolute path, or run from a directory that exists"
+        ) from None
+
+
+def within_path_max(path: Path, what: str) -> None:
+    """OutputError, one line that does not quote it whole, for a path longer
+    than the system takes (PATH_MAX): no call can make or look at it."""
+    limit = os.pathconf("/", "PC_PATH_MAX")
+    if (length := len(os.fsencode(path))) >= limit:
+        raise OutputError(
+            f"cannot make {what} {str(path)[:80]}...: the path is {length} "
+            f"bytes long, and the system takes paths under {limit}"
+        )
+
+
+def new_path(path: Path, what: str) -> Path:
+    """``path``, absolute (`absolute`), as a place to make something new;
+    OutputError, one line, where something is there already (a symlink
+    too, followed nowhere), where it lies under a file, and where it cannot
+    even be looked at (a name over NAME_MAX, a path over PATH_MAX:
+    `within_path_max`, a symlink loop)."""
+    path = absolute(path, what)
+    within_path_max(path, what)
+    try:
+        if path.is_symlink():
+            raise OutputError(
+                f"{path} is a symlink (to {os.readlink(path)}); give a path that "
+                f"does not exist yet"
+            )
+        if path.exists():
+            raise OutputError(f"{path} already exists; remove it or choose another")
+        if (blocking := blocking_file(path)) is not None:
+            raise OutputError(f"cannot make {path}: {blocking} is not a directory")
+        path.resolve()
+    except (RuntimeError, OSError) as exc:  # a symlink loop (3.11: RuntimeError)
+        raise OutputError(f"cannot make {path}: {_why(exc, path)}") from None
+    return path
+
+
+def _why(exc: Exception, path: Path) -> str:
+    """One line for what went wrong at ``path``, naming the file where it is
+    another one."""
+    if not isinstance(exc, OSError):
+        return str(exc)
+    elsewhere = exc.filename and os.fspath(exc.filename) != os.fspath(path)
+    return f"{exc.strerror or exc}{f': {exc.filename}' if elsewhere else ''}"
+
+
+@contextmanager
+def folders(folder: Path) -> Iterator[None]:
+    """``folder`` and its missing parents, made for the block; those this run
+    made are removed again, innermost first and each only while empty, when
+    the block ends with an error or a stop signal (a folder another run made
+    meanwhile is not this run's). What the block renamed into them keeps
+    them."""
+    made = _make_folders(folder)
+    try:
+        yield
+    except BaseException:
+        _remove_folders(made)
+        raise
+
+
+def _make_folders(folder: Path) -> list[Path]:
+    """Make ``folder`` and its missing parents; return those this run made,
+    outermost first, each in the list as soon as it exists (a later one that
+    fails removes them)."""
+    missing = []
+    for candidate in (folder, *folder.parents):
+        if candidate.exists() or candidate.is_symlink():
+            break
+        missing.append(candidate)
+    made: list[Path] = []
+    try:
+        for candidate in reversed(missing):
+            try:
+                candidate.mkdir()
+            except FileExistsError:
+                continue  # another run's
+            made.append(candidate)
+    except BaseException:
+        _remove_folders(made)
+        raise
+    return made
+
+
+def _remove_folders(made: list[Path]) -> None:
+    """Remove the folders `_make_folders` made, innermost first, each only if
+    still empty (another run may have put something there)."""
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            return  # not empty, or gone: its parents stay too
 
 
 def _prefix(purpose: str) -> str:

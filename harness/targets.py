@@ -8,10 +8,13 @@ what differs.
 Every error names the target and the field so that a broken pin is fixed
 where it is written, and an unknown field or name suggests the closest known
 one. A target's name is an identifier (`NAME`: the cache's files and tox
-environments are named after it), `patches` a directory of the checkout and
-a series file a name in it. Files the pins point at (series files, local
-source trees) are checked when they are used, not here; the source and
-wheel pins are read by harness.pins.
+environments are named after it), `patches` a directory of the checkout
+(its links followed: a symlink out of the checkout is refused), a series
+file a name in it, and each upstream test a node id under the tree's
+`tests/` (`node_id_problem`: never an option, an absolute path, a `..` or
+whitespace, since it reaches pytest's command line). Files the pins point
+at (series files, local source trees) are checked when they are used, not
+here; the source and wheel pins are read by harness.pins.
 """
 
 import re
@@ -219,7 +222,7 @@ def _parse_target(name: str, table: dict, root: Path) -> Target:
         name=name,
         description=required(name, table, "description", str),
         source=source,
-        patches_dir=root / _inside(name, required(name, table, "patches", str)),
+        patches_dir=_inside(name, required(name, table, "patches", str), root),
         series=dict(series),
         upstream_tests=_test_list(name, table, "upstream_tests"),
         upstream_tests_full=_test_list(name, table, "upstream_tests_full"),
@@ -229,13 +232,25 @@ def _parse_target(name: str, table: dict, root: Path) -> Target:
     )
 
 
-def _inside(name: str, patches: str) -> str:
+def _inside(name: str, patches: str, root: Path) -> Path:
+    """The patches directory: a relative path without '..' that, its links
+    followed, still lies in the checkout (a link out of it is refused)."""
     if patches.startswith("/") or ".." in patches.split("/"):
         raise TargetError(
             f"target {name}: field patches must be a directory of the checkout "
             f"(a relative path without '..'), got {patches!r}"
         )
-    return patches
+    try:
+        resolved = (root / patches).resolve()
+    except (RuntimeError, OSError) as exc:  # a link loop (3.11: RuntimeError)
+        raise TargetError(f"target {name}: field patches {patches!r}: {exc}") from None
+    if not resolved.is_relative_to(root.resolve()):
+        raise TargetError(
+            f"target {name}: field patches {patches!r} leads to {resolved}, "
+            f"outside the checkout {root} (a symlink); the series must be the "
+            f"checkout's own"
+        )
+    return root / patches
 
 
 def _test_list(name: str, table: dict, field: str) -> tuple[str, ...]:
@@ -244,4 +259,32 @@ def _test_list(name: str, table: dict, field: str) -> tuple[str, ...]:
         raise TargetError(
             f"target {name}: field {field} must be a non-empty list of pytest node ids"
         )
+    for test in tests:
+        if (problem := node_id_problem(test)) is not None:
+            raise TargetError(
+                f"target {name}: field {field}: {test!r} {problem}; an entry is "
+                f"a test of the tree, FILE or FILE::NODE with FILE a relative "
+                f"path under tests/"
+            )
     return tuple(tests)
+
+
+def node_id_problem(test: str) -> str | None:
+    """Why ``test`` is no pytest node id of a tree's own tests (it reaches
+    pytest's command line as one word: an option, a path outside the tree,
+    or two words once a shell splits it), else None."""
+    file, separator, node = test.partition("::")
+    if test.startswith("-"):
+        return "starts with '-', which pytest would read as an option"
+    if not test.isprintable() or any(character.isspace() for character in test):
+        return "holds whitespace or a control character"
+    if file.startswith("/"):
+        return "is an absolute path"
+    parts = file.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return "has a '..', '.' or empty part"
+    if parts[0] != "tests" or len(parts) < 2:
+        return "is not under tests/"
+    if separator and not node:
+        return "names no test after '::'"
+    return None

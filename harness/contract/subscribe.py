@@ -43,6 +43,7 @@ from pathlib import Path
 
 import msgspec
 
+from harness.contract.ipc import check_ipc_bind
 from harness.contract.wire import MAX_PAYLOAD_BYTES, AllBlocksCleared, KVEventBatch
 from harness.errors import SubscriptionError, UnreadableInput, require
 
@@ -257,6 +258,8 @@ class Subscription:
     def _receive(self, topic, max_events, timeout):
         zmq = self._zmq
         _check_port(self.endpoint)
+        if self.bind:
+            check_ipc_bind(self.endpoint)
         socket = zmq.Context.instance().socket(zmq.SUB)
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.MAXMSGSIZE, MAX_PAYLOAD_BYTES)

@@ -192,8 +192,10 @@ def write_report(report: Path, data: dict) -> None:
     from harness import scratch
 
     try:
-        report.parent.mkdir(parents=True, exist_ok=True)
-        with scratch.replacing(report, "report") as sink:
+        with (
+            scratch.folders(report.parent),
+            scratch.replacing(report, "report") as sink,
+        ):
             sink.write((json.dumps(data, indent=1) + "\n").encode())
     except OSError as exc:
         raise OutputError(

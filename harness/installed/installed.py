@@ -24,10 +24,14 @@ symlink. So a ``vllm/v1/core`` linked into the harness cache, a
 ``block_pool.py`` linked elsewhere, or a receipt naming ``../../victim`` is
 refused, in one line, before anything is read through it or written;
 symlinks above the site directory (a venv's ``lib64``) are the environment's
-own and followed.
+own and followed. A directory of the package, its .dist-info or the site
+that is one of the harness cache's under another name, which no link
+shows (a bind mount of a cached tree's ``vllm/v1/core``), is found by its
+device and inode and refused the same way.
 """
 
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -216,6 +220,22 @@ def _inside_cache(path: Path) -> bool:
     return path.resolve().is_relative_to(cache.root())
 
 
+def _cache_directory_among(dist: Distribution) -> Path | None:
+    """The first directory the harness may write into (the site, its .dist-
+    info, the vllm package and every directory below it) that is one of the
+    harness cache's reached under another name, which no symlink and no
+    resolved path shows (a bind mount: compared by device and inode); else
+    None."""
+    known = cache.directory_identities()
+    if not known:
+        return None
+    candidates = [dist.site, dist.dist_info]
+    candidates += [Path(found) for found, _, _ in os.walk(dist.site / PACKAGE)]
+    return next(
+        (path for path in candidates if cache.holds_directory(path, known)), None
+    )
+
+
 def locate(python: str) -> Located:
     """The distribution that ``python``'s ``import vllm`` loads, refused when
     the harness must not or cannot write it."""
@@ -264,6 +284,12 @@ def locate(python: str) -> Located:
         raise PackageError(
             f"the RECORD of {dist.describe()} is {dist.record}, not in a "
             f".dist-info directory of {dist.site}; reinstall it with pip"
+        )
+    if (shared := _cache_directory_among(dist)) is not None:
+        raise PackageError(
+            f"{shared} of {dist.describe()} is a directory of the harness cache "
+            f"{cache.root()} under another name (the same device and inode: a "
+            f"bind mount?); the harness never writes into its cache"
         )
     located = Located(installed, dist)
     located.info_file(RECORD)

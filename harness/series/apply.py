@@ -41,7 +41,12 @@ from pathlib import Path
 from harness import cache, processes, scratch
 from harness.errors import OutputError, SeriesError, excerpt
 from harness.log import progress
-from harness.series.checkout_version import check_checkout_version, git
+from harness.series.checkout_version import (
+    check_checkout_version,
+    git,
+    refuse_series_commits,
+    refuse_uncommitted,
+)
 from harness.series.model import Series, SeriesEntry, load_series
 from harness.series.snapshot import CheckoutFiles, read_states
 from harness.targets import Target
@@ -169,6 +174,7 @@ def apply_series(tree: Path, series: Series, applier) -> None:
 def build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
     """A patched copy of the pristine tree at dest, which must not exist yet
     and must lie outside the harness cache's trees."""
+    dest = scratch.absolute(dest, "--dest")
     cache.outside_trees(dest, "--dest")
     return _build_patched_tree(target, tier, dest)
 
@@ -176,18 +182,19 @@ def build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
 def _build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
     series = load_series(target, tier)
     applier = choose_applier(series)
-    _check_new_destination(dest)
+    scratch.new_path(dest, "--dest")
     pristine = pristine_tree(target)
-    if dest.resolve().is_relative_to(pristine.resolve()):
+    if cache.lies_in(dest, pristine):
         raise OutputError(
             f"{dest} is inside the pristine tree {pristine} of target "
             f"{target.name}, which would be copied into itself; choose a "
             f"destination outside it"
         )
-    made: list[Path] = []
     try:
-        made = _make_folders(dest.parent)
-        with scratch.directory(dest.parent, "apply") as work:
+        with (
+            scratch.folders(dest.parent),
+            scratch.directory(dest.parent, "apply") as work,
+        ):
             tree = work / "tree"
             progress(f"copying the pristine tree of {target.name} ({pristine})")
             shutil.copytree(pristine, tree, symlinks=True)
@@ -195,72 +202,11 @@ def _build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
             apply_series(tree, series, applier)
             _move_into_place(tree, dest)
     except OSError as exc:
-        _remove_folders(made)
         raise OutputError(
             f"cannot build the patched tree at {dest}: {_why(exc)}"
         ) from None
-    except BaseException:  # a patch that fails, a stop signal
-        _remove_folders(made)
-        raise
     progress(f"{len(series.entries)} patch(es) of tier {tier} applied: {dest}")
     return dest
-
-
-def _make_folders(folder: Path) -> list[Path]:
-    """Make ``folder`` and its missing parents; return those this run made,
-    outermost first (a folder another run makes meanwhile is not among them).
-    Made folders are in the list as soon as they exist, even if a later one
-    fails."""
-    missing = []
-    for candidate in (folder, *folder.parents):
-        if candidate.exists() or candidate.is_symlink():
-            break
-        missing.append(candidate)
-    made: list[Path] = []
-    try:
-        for candidate in reversed(missing):
-            try:
-                candidate.mkdir()
-            except FileExistsError:
-                continue  # another run's
-            made.append(candidate)
-    except BaseException:
-        _remove_folders(made)
-        raise
-    return made
-
-
-def _remove_folders(made: list[Path]) -> None:
-    """Remove the folders ``_make_folders`` made, innermost first, each only
-    if still empty (another run may have put something there)."""
-    for folder in reversed(made):
-        try:
-            folder.rmdir()
-        except OSError:
-            return  # not empty, or gone: its parents stay too
-
-
-def _check_new_destination(dest: Path) -> None:
-    try:
-        _check_new_path(dest)
-    except OSError as exc:  # a name too long, a path through a file, ...
-        raise OutputError(f"cannot make {dest}: {_why(exc)}") from None
-
-
-def _check_new_path(dest: Path) -> None:
-    if dest.is_symlink():
-        raise OutputError(
-            f"{dest} is a symlink (to {os.readlink(dest)}); give a path that does "
-            f"not exist yet"
-        )
-    if dest.exists():
-        raise OutputError(f"{dest} already exists; remove it or choose another")
-    if (blocking := scratch.blocking_file(dest)) is not None:
-        raise OutputError(f"cannot make {dest}: {blocking} is not a directory")
-    try:
-        dest.resolve()
-    except (RuntimeError, OSError) as exc:  # a symlink loop (3.11: RuntimeError)
-        raise OutputError(f"cannot make {dest}: {exc}") from None
 
 
 def _move_into_place(tree: Path, dest: Path) -> None:
@@ -328,15 +274,10 @@ def apply_onto(target: Target, tier: str, checkout: Path) -> None:
             f"that it can check that nothing is left uncommitted"
         )
     check_checkout_version(target, checkout)
+    refuse_series_commits(checkout, series, tier)
     if (checkout / ".pc").exists():
         raise SeriesError(f"{checkout / '.pc'} exists (a quilt stack); pop it first")
-    status = git(checkout, "status", "--porcelain")
-    if status:
-        changed = "; ".join(status.splitlines()[:3])
-        raise SeriesError(
-            f"{checkout} has uncommitted changes ({changed}); commit or stash "
-            f"them first"
-        )
+    refuse_uncommitted(checkout)
     files = CheckoutFiles(checkout, series.touched_paths())
     check_creations(series, files.before)
     temporary = Path(tempfile.gettempdir())

@@ -2,8 +2,12 @@
 
 The version is the nearest `v*` tag before HEAD, else `vllm/_version.py`,
 else `PKG-INFO`. A checkout of another release than the target's is
-refused, naming the one found; an unknown one is a warning. git runs on
-the checkout itself, whatever GIT_DIR and the like say.
+refused, naming the one found; an unknown one is a warning. So is one that
+already carries commits of the series (`refuse_series_commits`: a
+``--commit`` run killed midway leaves some), or is in the middle of a
+``git am``: the line names them and how to go back, where the series'
+first patch would otherwise be blamed for not applying. git runs on the
+checkout itself, whatever GIT_DIR and the like say.
 """
 
 import os
@@ -13,6 +17,7 @@ from pathlib import Path
 from harness import processes
 from harness.errors import SeriesError
 from harness.log import progress, warning
+from harness.series.snapshot import ORIGINAL
 from harness.targets import GitSource, SdistSource, Target
 
 _VERSION_ASSIGNMENT = re.compile(
@@ -110,3 +115,88 @@ def git_run(checkout: Path, *args: str):
 def git(checkout: Path, *args: str) -> str | None:
     result = git_run(checkout, *args)
     return result.stdout if result.returncode == 0 else None
+
+
+# How far back from HEAD `series_commits` looks for the series' own commits.
+SCAN_COMMITS = 1000
+
+
+def series_commits(checkout: Path, series) -> list[tuple[str, str]]:
+    """The commits among HEAD's last `SCAN_COMMITS` that are patches of the
+    series as ``git am`` commits them (the patch's author, address and
+    subject), oldest first: (commit, patch)."""
+    wanted = {}
+    for entry in series.entries:
+        mail = series.patch_path(entry).read_bytes().decode("utf-8", "surrogateescape")
+        info = processes.run(
+            ["git", "mailinfo", "-b", os.devnull, os.devnull], input=mail
+        )
+        fields = dict(
+            line.split(": ", 1) for line in info.stdout.splitlines() if ": " in line
+        )
+        key = tuple(fields.get(name, "") for name in ("Author", "Email", "Subject"))
+        wanted[key] = entry.patch
+    shape = "--format=%H%x00%an%x00%ae%x00%s"
+    log = git(checkout, "log", f"-n{SCAN_COMMITS}", shape, "HEAD") or ""
+    found = []
+    for line in log.splitlines():
+        commit, *key = line.split("\0")
+        if (patch := wanted.get(tuple(key))) is not None:
+            found.append((commit, patch))
+    return found[::-1]
+
+
+def refuse_series_commits(checkout: Path, series, tier: str) -> None:
+    """Refuse a checkout that already carries commits of the series (an
+    earlier ``--commit`` run that was killed, or one applied by hand), or
+    that is in the middle of a ``git am``, saying what was found and how to
+    go back; the series would not apply over them, and the line would blame
+    its first patch."""
+    in_progress = git(checkout, "rev-parse", "--git-path", "rebase-apply")
+    if in_progress and (checkout / in_progress.strip()).exists():
+        raise SeriesError(
+            f"{checkout} is in the middle of a git am or rebase "
+            f"({in_progress.strip()} exists: an earlier run that was killed?); "
+            f"end it first: `git am --abort` (or `git rebase --abort`)"
+        )
+    found = series_commits(checkout, series)
+    if not found:
+        return
+    total = len(series.entries)
+    named = ", ".join(f"{patch} as {commit[:12]}" for commit, patch in found[:3])
+    oldest = found[0][0]
+    parent = (git(checkout, "rev-parse", "--verify", f"{oldest}^") or "").strip()
+    back = (
+        f"`git reset --hard {parent[:12]}` goes back to before them (dropping "
+        f"them and whatever was committed after them)"
+        if parent
+        else "they start its history"
+    )
+    raise SeriesError(
+        f"{checkout} already carries {len(found)} of the {total} commit(s) of "
+        f"tier {tier}'s series ({named}): from an earlier --commit run that "
+        f"was killed, or applied before; {back}, then apply again"
+    )
+
+
+def refuse_uncommitted(checkout: Path) -> None:
+    """Refuse a checkout with uncommitted changes, naming the first few; one
+    that holds originals an `apply --onto` set aside (killed while it wrote
+    the patched files: `snapshot.ORIGINAL`) says how to put them back."""
+    status = git(checkout, "status", "--porcelain", "--untracked-files=all")
+    if not status:
+        return
+    lines = status.splitlines()
+    originals = [line[3:] for line in lines if ORIGINAL in line]
+    note = (
+        f"; {len(originals)} {ORIGINAL}* file(s) among them ({originals[0]}) are "
+        f"originals an apply --onto set aside and was killed before putting "
+        f"back: each is the file beside it as it was before; move each back "
+        f"over that file, and remove the files the series added"
+        if originals
+        else ""
+    )
+    raise SeriesError(
+        f"{checkout} has uncommitted changes ({'; '.join(lines[:3])}); commit or "
+        f"stash them first{note}"
+    )

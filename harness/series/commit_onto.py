@@ -26,7 +26,11 @@ from harness.errors import SeriesError
 from harness.log import progress
 from harness.processes import stop_signals_held
 from harness.series.apply import check_checkout_version
-from harness.series.model import load_series
+from harness.series.checkout_version import (
+    refuse_series_commits,
+    refuse_uncommitted,
+)
+from harness.series.model import Series, load_series
 from harness.targets import Target
 
 
@@ -39,7 +43,7 @@ def _output(checkout: Path, *args: str) -> str | None:
     return result.stdout.strip() if result.returncode == 0 else None
 
 
-def _check_checkout(target: Target, checkout: Path) -> str:
+def _check_checkout(target: Target, checkout: Path, series: Series, tier: str) -> str:
     """What `apply --onto` requires, and an identity; the HEAD commit."""
     top = _output(checkout, "rev-parse", "--show-toplevel")
     if top is None or Path(top).resolve() != checkout.resolve():
@@ -47,13 +51,10 @@ def _check_checkout(target: Target, checkout: Path) -> str:
             f"{checkout} is not the top of a git checkout; --commit needs one"
         )
     check_checkout_version(target, checkout)
+    refuse_series_commits(checkout, series, tier)
     if (checkout / ".pc").exists():
         raise SeriesError(f"{checkout / '.pc'} exists (a quilt stack); pop it first")
-    if changes := _output(checkout, "status", "--porcelain"):
-        first = "; ".join(changes.splitlines()[:3])
-        raise SeriesError(
-            f"{checkout} has uncommitted changes ({first}); commit or stash them first"
-        )
+    refuse_uncommitted(checkout)
     if _output(checkout, "var", "GIT_COMMITTER_IDENT") is None:
         raise SeriesError(
             f"git has no identity to commit with in {checkout}; set user.name "
@@ -70,7 +71,7 @@ def commit_onto(target: Target, tier: str, checkout: Path) -> list[str]:
     new commits' one-line summaries."""
     cache.outside_trees(checkout, "--onto")
     series = load_series(target, tier)
-    start = _check_checkout(target, checkout)
+    start = _check_checkout(target, checkout, series, tier)
     try:
         for number, entry in enumerate(series.entries, 1):
             progress(f"committing [{number}/{len(series.entries)}] {entry.patch}")

@@ -30,7 +30,6 @@ are harness.scratch directories: removed on an error or a stop signal, and
 swept by the next export when a SIGKILL left them.
 """
 
-import os
 import re
 import tempfile
 from contextlib import ExitStack
@@ -190,22 +189,20 @@ def export_series(
 
 def checked_out(out: Path) -> Path:
     """``out`` as an absolute path (git runs in the scratch repository, so a
-    relative one would land there), refused with one line where it exists
-    or lies inside the harness cache, whose trees nothing writes into."""
-    out = Path(os.path.abspath(out))
-    if out.exists() or out.is_symlink():
-        raise OutputError(f"{out} already exists; remove it or choose another")
+    relative one would land there), refused with one line where it exists,
+    cannot be made (`scratch.new_path`: under a file, a name too long, a
+    removed working directory) or lies inside the harness cache, whose
+    trees nothing writes into."""
+    out = scratch.new_path(out, "--out")
     refuse_inside(out, cache.root(), "the harness cache")
     return out
 
 
 def refuse_inside(out: Path, directory: Path, what: str) -> None:
-    """One line where ``out`` (links resolved) lies inside ``directory``."""
-    try:
-        inside = out.resolve().is_relative_to(directory.resolve())
-    except (OSError, RuntimeError):  # a link loop: the mkdir next says so
-        return
-    if inside:
+    """One line where ``out`` lies inside ``directory``, through links or in
+    one of its directories under another name (a bind mount:
+    `cache.lies_in`)."""
+    if cache.lies_in(out, directory):
         raise OutputError(
             f"--out {out} lies inside {what} ({directory}), which the harness "
             "reads and never writes into; choose a directory outside it"
@@ -222,7 +219,7 @@ def _stage_next_to(out: Path, stack: ExitStack) -> Path:
     if out.parent.exists() and not out.parent.is_dir():
         raise OutputError(f"cannot write the export in {out.parent}: not a directory")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
+        stack.enter_context(scratch.folders(out.parent))
         return stack.enter_context(scratch.directory(out.parent, SCRATCH))
     except OSError as exc:
         raise OutputError(

@@ -13,13 +13,17 @@ cache's quarantine and fetched again.
 
 Trees and sdists live in the harness cache (harness.cache), written under a
 lock in scratch space (harness.scratch) and moved into place only when
-complete; a warm cache needs no network.
+complete: an unpacked tree only once every member the archive lists is on
+disk as it lists it, so files removed from the scratch while it unpacks
+(something deleting in the cache) are never cached as the pristine tree. A
+warm cache needs no network.
 """
 
 import gzip
 import os
 import re
 import shutil
+import stat
 import sys
 import tarfile
 import zlib
@@ -230,6 +234,7 @@ def _unpack(target_name: str, archive: Path, tree: Path) -> None:
         try:
             with tarfile.open(archive) as tar:
                 tar.extractall(work, filter="data")
+                members = tar.getmembers()
         except tarfile.FilterError as exc:
             raise SourceError(
                 f"target {target_name}: {archive.name} has an unsafe member ({exc})"
@@ -240,6 +245,14 @@ def _unpack(target_name: str, archive: Path, tree: Path) -> None:
                 f"({_first_line(exc)}), although its sha256 is the "
                 f"pinned one: the pin in harness/targets.toml names a broken file"
             ) from None
+        if missing := _not_unpacked(members, work):
+            raise SourceError(
+                f"target {target_name}: {len(missing)} of the {len(members)} "
+                f"members of {archive.name} are not in its unpacked tree as the "
+                f"archive lists them ({', '.join(missing[:3])}): something "
+                f"changed the cache's unpack directory meanwhile; nothing was "
+                f"cached: fetch again"
+            )
         entries = list(work.iterdir())
         if len(entries) != 1 or not entries[0].is_dir():
             raise SourceError(
@@ -247,6 +260,32 @@ def _unpack(target_name: str, archive: Path, tree: Path) -> None:
                 f"top-level directory"
             )
         entries[0].rename(tree)
+
+
+def _not_unpacked(members: list[tarfile.TarInfo], work: Path) -> list[str]:
+    """The members the archive lists that are not on disk under ``work`` as
+    it lists them (a file of its size, a directory, a link), once unpacked:
+    a tree someone removed files from while it was unpacked is never cached
+    as the pristine one (a later member of the same name counts)."""
+    last = {member.name.lstrip("/"): member for member in members}
+    missing = []
+    for name, member in last.items():
+        try:
+            info = os.lstat(work / name)
+        except OSError:
+            missing.append(name)
+            continue
+        if member.isreg() or member.islnk():
+            whole = stat.S_ISREG(info.st_mode) and (
+                member.islnk() or info.st_size == member.size
+            )
+        elif member.isdir():
+            whole = stat.S_ISDIR(info.st_mode)
+        else:
+            whole = not member.issym() or stat.S_ISLNK(info.st_mode)
+        if not whole:
+            missing.append(name)
+    return sorted(missing)
 
 
 def _clone(target_name: str, source: GitSource, tree: Path) -> None:

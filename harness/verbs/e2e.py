@@ -199,7 +199,6 @@ def run_routers(args) -> int:
 
 def write_model(args) -> int:
     """Build the e2e sessions' model in --out and print its path."""
-    import os
     import sys
 
     from harness import cache, scratch
@@ -209,9 +208,14 @@ def write_model(args) -> int:
     from harness.log import progress
     from harness.trees.preflight import missing
 
-    out = Path(os.path.abspath(args.out))
+    out = scratch.absolute(args.out, "--out")
+    scratch.within_path_max(out, "--out")
     cache.outside_trees(out, "--out")
-    if out.exists() and not (out.is_dir() and not any(out.iterdir())):
+    try:
+        taken = out.exists() and not (out.is_dir() and not any(out.iterdir()))
+    except OSError as exc:  # a name over NAME_MAX, a path over PATH_MAX
+        raise OutputError(f"cannot make --out {out}: {exc.strerror}") from None
+    if taken:
         raise OutputError(
             f"--out {out} exists and is not an empty directory; remove it or "
             f"choose another"
@@ -227,8 +231,10 @@ def write_model(args) -> int:
     with media_blocked():  # the model needs none; one may not load here
         parts = _model_parts(engine)
         try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            with scratch.directory(out.parent, "model") as building:
+            with (
+                scratch.folders(out.parent),
+                scratch.directory(out.parent, "model") as building,
+            ):
                 engine.save_model(parts, building)
                 if out.is_dir():
                     out.rmdir()  # empty, as checked: the built model takes its place

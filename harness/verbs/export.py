@@ -1,6 +1,5 @@
 """`export`: the series as mails and a pull-request body for upstream submission."""
 
-import os
 import shlex
 from pathlib import Path
 
@@ -91,6 +90,7 @@ def patch_range(text: str) -> tuple[int, int | None]:
 
 
 def run(args) -> int:
+    from harness import scratch
     from harness.errors import SubmitterError
     from harness.log import progress, warning
     from harness.processes import require_program
@@ -110,7 +110,7 @@ def run(args) -> int:
     submitter = resolve_submitter(args.submitter)
     target = get_target(args.target)
     # Absolute before any work: git runs in a scratch repository elsewhere.
-    out = Path(os.path.abspath(args.out))
+    out = scratch.absolute(args.out, "--out")
     progress(f"submitting as {submitter}")
     export = export_series(
         target,

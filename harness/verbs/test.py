@@ -135,8 +135,10 @@ def write_report(report: Path, text: str) -> None:
     from harness.errors import OutputError
 
     try:
-        report.parent.mkdir(parents=True, exist_ok=True)
-        with scratch.replacing(report, "report") as sink:
+        with (
+            scratch.folders(report.parent),
+            scratch.replacing(report, "report") as sink,
+        ):
             sink.write(text.encode())
     except OSError as exc:
         raise OutputError(

@@ -11,6 +11,7 @@ def test_cache_dir_follows_override_then_xdg(monkeypatch, tmp_path):
     assert cache.root() == tmp_path / "xdg" / "vllm-kv-series"
 
 
+@pytest.mark.hostile
 def test_a_cache_that_is_a_symlink_loop_is_one_line(monkeypatch, tmp_path, capsys):
     from harness import cli
 
@@ -123,6 +124,7 @@ def _trees(cache_dir):
     return cache_dir
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize(
     ("argv", "where", "option"),
     [
@@ -183,6 +185,54 @@ def test_no_verb_writes_into_the_caches_trees(
     assert changed(before, tree_digest(tmp_path)) == []
 
 
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    ("argv", "where", "option"),
+    [
+        (["apply", "--target", "t", "--dest"], "MOUNT/out", "--dest "),
+        (["apply", "--target", "t", "--onto"], "MOUNT", "--onto "),
+        (
+            ["capture", "--zmq", "tcp://127.0.0.1:9", "--timeout", "1", "--out"],
+            "MOUNT/kv.bin",
+            "",
+        ),
+    ],
+    ids=["dest", "onto", "capture"],
+)
+def test_no_verb_writes_into_a_tree_of_the_cache_mounted_elsewhere(
+    tmp_path, monkeypatch, capsys, cache, argv, where, option
+):
+    """MOUNT a bind mount of a cached tree (root only): the same device and
+    inode under another path, which no symlink and no resolved path shows."""
+    import os
+
+    from support.digest import changed, tree_digest
+    from support.series import GOOD_PATCHES, GOOD_SERIES, make_series
+
+    from harness import cli
+
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    tree = _trees(cache) / "trees" / "sdist-vllm-x"
+    (tmp_path / "MOUNT").mkdir()
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        mounted = os.fspath(path) == os.fspath(tmp_path / "MOUNT")
+        return real_stat(tree if mounted else path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    path = tmp_path / where
+    before = tree_digest(tmp_path)
+    assert cli.main([*argv, str(path)]) == 11
+    assert capsys.readouterr().err == (
+        f"error: {option}{path} is inside the harness cache's {cache / 'trees'}, "
+        f"whose trees every run reads as they were made; no verb writes there: "
+        f"give a path outside it\n"
+    )
+    assert changed(before, tree_digest(tmp_path)) == []
+
+
+@pytest.mark.hostile
 @pytest.mark.parametrize("module", ["harness.verbs.test", "harness.engine.e2e"])
 def test_a_report_inside_the_caches_trees_is_refused(cache, module):
     import importlib

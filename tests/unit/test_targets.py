@@ -1,3 +1,4 @@
+import json
 import re
 
 import pytest
@@ -372,6 +373,7 @@ def test_a_misspelled_target_table_is_refused_not_dropped_from_the_matrix(
     )
 
 
+@pytest.mark.hostile
 def test_a_pin_file_that_is_not_utf8_is_one_line(tmp_path):
     path = write_pins(tmp_path, "")
     path.write_bytes(b'[targets.t]\ndescription = "caf\xe9"\n')
@@ -419,6 +421,7 @@ def test_a_same_as_chain_of_any_length_resolves(tmp_path):
     assert targets["t0"].source.version == "1.2.3"
 
 
+@pytest.mark.hostile
 def test_a_long_same_as_circle_is_one_short_line(tmp_path):
     chain = "".join(
         f'[targets.t{n}]\nsame_as = "t{(n + 1) % 2000}"\n' for n in range(2000)
@@ -431,12 +434,14 @@ def test_a_long_same_as_circle_is_one_short_line(tmp_path):
     )
 
 
+@pytest.mark.hostile
 def test_a_pin_file_nested_too_deep_is_one_line(tmp_path):
     path = write_pins(tmp_path, "x = " + "[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(TargetError, match="arrays or tables nested too deep"):
         load_targets(path)
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize(
     "name", ["../x", "../../outside", "a/b", ".hidden", "-rf", "", "x" * 65, "é"]
 )
@@ -451,6 +456,7 @@ def test_a_target_name_that_is_not_an_identifier_is_refused(tmp_path, name):
     )
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
@@ -469,6 +475,7 @@ def test_patches_and_series_stay_in_the_checkout(tmp_path, field, value, message
         load_targets(write_pins(tmp_path, table))
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("verb", [["test"], ["fetch"], ["apply", "--dest", "out"]])
 def test_a_target_named_to_escape_the_cache_writes_nothing(
     tmp_path, monkeypatch, capsys, cache, verb
@@ -492,3 +499,69 @@ def test_a_target_named_to_escape_the_cache_writes_nothing(
     assert err.startswith(f"error: {tmp_path / 'harness' / 'targets.toml'}: target ")
     assert err.count("\n") == 1
     assert changed(before, tree_digest(tmp_path.parent)) == []
+
+
+@pytest.mark.hostile
+def test_patches_that_lead_out_of_the_checkout_through_a_link_are_refused(tmp_path):
+    outside = tmp_path / "outside"
+    (outside / "patches").mkdir(parents=True)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "plink").symlink_to(outside / "patches")
+    table = target_table(SOURCE, patches="plink")
+    with pytest.raises(TargetError) as raised:
+        load_targets(write_pins(checkout, table))
+    assert str(raised.value) == (
+        f"target t: field patches 'plink' leads to {outside / 'patches'}, outside "
+        f"the checkout {checkout} (a symlink); the series must be the checkout's "
+        f"own"
+    )
+
+
+def test_patches_linked_inside_the_checkout_are_taken(tmp_path):
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "plink").symlink_to(tmp_path / "patches")
+    table = target_table(SOURCE, patches="plink")
+    assert load_targets(write_pins(tmp_path, table))["t"].patches_dir == (
+        tmp_path / "plink"
+    )
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    ("test", "problem"),
+    [
+        ("/etc/passwd", "is an absolute path"),
+        ("../../x.py", "has a '..', '.' or empty part"),
+        ("tests/../../x.py", "has a '..', '.' or empty part"),
+        ("-p evil_plugin", "starts with '-', which pytest would read as an option"),
+        ("--rootdir=/", "starts with '-', which pytest would read as an option"),
+        ("tests/a.py::test_x[a b]", "holds whitespace or a control character"),
+        ("tests/a.py\nb", "holds whitespace or a control character"),
+        ("src/test_a.py", "is not under tests/"),
+        ("tests", "is not under tests/"),
+        ("tests/a.py::", "names no test after '::'"),
+    ],
+)
+def test_an_upstream_test_that_is_not_a_node_id_of_the_tree_is_refused(
+    tmp_path, test, problem
+):
+    table = target_table(SOURCE).replace(
+        'upstream_tests = ["tests/test_a.py"]',
+        f'upstream_tests = ["tests/test_a.py", {json.dumps(test)}]',
+    )
+    with pytest.raises(TargetError) as raised:
+        load_targets(write_pins(tmp_path, table))
+    assert str(raised.value) == (
+        f"target t: field upstream_tests: {test!r} {problem}; an entry is a test "
+        f"of the tree, FILE or FILE::NODE with FILE a relative path under tests/"
+    )
+
+
+@pytest.mark.hostile
+def test_the_full_selection_is_checked_too(tmp_path):
+    table = target_table(SOURCE).replace(
+        '"tests/test_b.py::test_one[x-1]"]', '"-p", "evil_plugin"]'
+    )
+    with pytest.raises(TargetError, match="field upstream_tests_full: '-p' starts"):
+        load_targets(write_pins(tmp_path, table))

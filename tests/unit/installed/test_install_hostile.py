@@ -24,6 +24,8 @@ INFO = "vllm-9.9.9.dist-info"
 RECEIPT = f"{INFO}/kv-events-series"
 POOL = "vllm/v1/core/block_pool.py"
 
+pytestmark = pytest.mark.hostile
+
 
 def installed(site, capsys):
     assert run_verb(capsys, "install", "--target", "t")[0] == 0
@@ -366,3 +368,34 @@ def test_a_hostile_input_ends_in_one_line_and_changes_nothing_it_does_not_own(
     assert said in line
     if before is not None:
         assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("verb", ["install", "uninstall"])
+def test_a_package_directory_that_is_the_caches_under_another_name_is_refused(
+    site, tmp_path, capsys, monkeypatch, verb
+):
+    """vllm/v1/core a bind mount of the cached pristine tree's (root only):
+    the same device and inode under another path, which no symlink shows."""
+    assert run_verb(capsys, "fetch", "--target", "t")[0] == 0
+    if verb == "uninstall":
+        installed(site, capsys)
+    [tree] = (tmp_path / "cache" / "trees").iterdir()
+    mounted, source = site / "vllm/v1/core", tree / "vllm/v1/core"
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        same = os.fspath(path) == os.fspath(mounted)
+        return real_stat(source if same else path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    before = snapshot(tmp_path)
+    args = [verb, "--target", "t"] if verb == "install" else [verb]
+    status, _, err = run_verb(capsys, *args)
+    assert status == 19, err
+    [line] = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert line == (
+        f"error: {mounted} of vllm 9.9.9 in {site} is a directory of the harness "
+        f"cache {tmp_path / 'cache'} under another name (the same device and "
+        f"inode: a bind mount?); the harness never writes into its cache"
+    )
+    assert snapshot(tmp_path) == before

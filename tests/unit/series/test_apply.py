@@ -70,6 +70,7 @@ def test_an_empty_series_is_refused(tmp_path, monkeypatch, capsys):
     assert not dest.exists()
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("method", METHODS)
 def test_a_crlf_patch_is_refused_whichever_tool_applies(
     tmp_path, monkeypatch, capsys, method
@@ -91,6 +92,7 @@ def test_a_crlf_patch_is_refused_whichever_tool_applies(
     assert not dest.exists()
 
 
+@pytest.mark.hostile
 def test_a_series_file_that_is_not_utf8_is_one_line(tmp_path, monkeypatch, capsys):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     series = tmp_path / "patches" / "series"
@@ -113,6 +115,7 @@ def test_an_unknown_apply_method_is_refused_before_any_copy(
     )
 
 
+@pytest.mark.hostile
 def test_a_dest_inside_a_path_source_is_refused_at_once(tmp_path, monkeypatch, capsys):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     dest = tmp_path / "pristine" / "patched"
@@ -125,6 +128,7 @@ def test_a_dest_inside_a_path_source_is_refused_at_once(tmp_path, monkeypatch, c
     assert not dest.exists()
 
 
+@pytest.mark.hostile
 def test_a_dest_that_is_a_dangling_symlink_is_one_line(tmp_path, monkeypatch, capsys):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     dest = tmp_path / "link"
@@ -137,12 +141,29 @@ def test_a_dest_that_is_a_dangling_symlink_is_one_line(tmp_path, monkeypatch, ca
     assert not (tmp_path / "nowhere").exists()
 
 
+@pytest.mark.hostile
+def test_a_relative_dest_with_the_working_directory_removed_is_one_line(
+    tmp_path, monkeypatch, capsys
+):
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    (tmp_path / "gone").mkdir()
+    monkeypatch.chdir(tmp_path / "gone")
+    (tmp_path / "gone").rmdir()
+    assert cli.main(["apply", "--target", "t", "--dest", "d"]) == 11
+    assert capsys.readouterr().err == (
+        "error: --dest d is relative, and the working directory it would be "
+        "taken from cannot be read (No such file or directory: removed?); give "
+        "an absolute path, or run from a directory that exists\n"
+    )
+
+
+@pytest.mark.hostile
 def test_a_dest_whose_name_is_too_long_is_one_line(tmp_path, monkeypatch, capsys):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     dest = tmp_path / ("y" * 300) / "patched"
     assert cli.main(["apply", "--target", "t", "--dest", str(dest)]) == 11
     assert capsys.readouterr().err == (
-        f"error: cannot make {dest}: File name too long: {dest}\n"
+        f"error: cannot make {dest}: File name too long\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "harness",
@@ -151,6 +172,7 @@ def test_a_dest_whose_name_is_too_long_is_one_line(tmp_path, monkeypatch, capsys
     ]
 
 
+@pytest.mark.hostile
 def test_a_dest_under_a_read_only_parent_is_one_line(tmp_path, monkeypatch, capsys):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     dest = unwritable_directory(tmp_path) / "patched"
@@ -184,6 +206,7 @@ def test_failing_patch_is_named_and_dest_left_absent(
     assert not (tmp_path / "out").exists()  # the folder it made is gone too
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("how", ["fails", "stopped"])
 def test_a_failing_apply_removes_exactly_the_folders_it_made(
     tmp_path, monkeypatch, capsys, how

@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import tempfile
+from pathlib import Path
 
 import pytest
 from support.digest import changed, tree_digest
@@ -139,6 +140,7 @@ def hostile_series(tmp_path, monkeypatch, text):
     return tmp_path / "patches" / "0005-hostile.patch"
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 @pytest.mark.parametrize("where", ["--onto", "--dest"])
@@ -160,6 +162,7 @@ def test_a_patch_reaching_outside_the_tree_or_applying_by_tool_is_refused(
     assert not (tmp_path.parent / "escaped.txt").exists()
 
 
+@pytest.mark.hostile
 def test_the_lint_names_a_patch_into_git_without_a_cached_tree(
     tmp_path, monkeypatch, cache
 ):
@@ -178,6 +181,7 @@ def test_the_lint_names_a_patch_into_git_without_a_cached_tree(
     )
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize(
     ("entry", "reason"),
     [
@@ -203,6 +207,7 @@ def test_a_series_entry_outside_its_patches_directory_is_refused(
     assert changed(before, tree_digest(tmp_path)) == []
 
 
+@pytest.mark.hostile
 def test_a_patch_that_is_a_link_out_of_its_directory_is_refused(
     tmp_path, monkeypatch, capsys, cache, temporary
 ):
@@ -219,6 +224,7 @@ def test_a_patch_that_is_a_link_out_of_its_directory_is_refused(
     assert changed(before, tree_digest(tmp_path)) == []
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("method", METHODS)
 def test_a_patch_through_a_symlink_of_the_checkout_is_refused(
     tmp_path, monkeypatch, capsys, cache, temporary, method
@@ -280,6 +286,7 @@ def test_quilt_and_git_give_one_tree_whatever_their_environment(
     assert trees["quilt"] == trees["git"]
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("method", METHODS)
 def test_a_whitespace_change_is_refused_whatever_gits_configuration(
     tmp_path, monkeypatch, capsys, cache, temporary, method
@@ -305,6 +312,7 @@ def test_a_whitespace_change_is_refused_whatever_gits_configuration(
     assert changed(before, tree_digest(tmp_path)) == []
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("method", METHODS)
 def test_a_checkout_that_converts_line_endings_is_refused_by_both_tools(
     tmp_path, monkeypatch, capsys, cache, temporary, method
@@ -426,16 +434,17 @@ def watch_writes(monkeypatch, fork, on_write) -> list:
     real_write = snapshot._write
     writes = []
 
-    def write(file, state):
+    def write(file, state, *rest):
         if fork in file.parents:
             writes.append(file)
             on_write(writes)
-        real_write(file, state)
+        real_write(file, state, *rest)
 
     monkeypatch.setattr(snapshot, "_write", write)
     return writes
 
 
+@pytest.mark.hostile
 def test_a_write_that_fails_midway_puts_the_checkout_back(
     tmp_path, monkeypatch, capsys, cache, temporary
 ):
@@ -457,6 +466,7 @@ def test_a_write_that_fails_midway_puts_the_checkout_back(
     assert changed(before, tree_digest(tmp_path)) == []
 
 
+@pytest.mark.hostile
 def test_a_stop_while_the_files_are_written_waits_then_puts_them_back(
     tmp_path, monkeypatch, capsys, cache, temporary, ctrl_c
 ):
@@ -470,10 +480,11 @@ def test_a_stop_while_the_files_are_written_waits_then_puts_them_back(
     before = tree_digest(tmp_path)
     assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 130
     assert capsys.readouterr().err.splitlines()[-1] == "error: interrupted (Ctrl-C)"
-    assert len(writes) > 3  # all three files written, then put back
+    assert len(writes) == 3  # all three files written, then their originals back
     assert changed(before, tree_digest(tmp_path)) == []
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("method", METHODS)
 def test_an_ignored_file_whose_name_is_not_utf8_is_left_alone(
     tmp_path, monkeypatch, cache, temporary, method
@@ -515,6 +526,7 @@ def test_git_reads_the_checkout_without_taking_its_index_lock(
     assert all(line.startswith("0 ") for line in in_checkout), in_checkout
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("where", ["--onto", "--dest"])
 def test_a_patch_creating_a_file_the_tree_has_is_refused(
@@ -550,3 +562,122 @@ def test_a_file_deleted_then_created_again_by_the_series_applies(
     monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
     assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 0
     assert (fork / "vllm" / "old.py").read_text() == "reborn = True\n"
+
+
+def originals_left(fork) -> list:
+    return list(fork.rglob(f"{snapshot.ORIGINAL}*"))
+
+
+@pytest.mark.hostile
+def test_a_filesystem_that_fills_up_midway_is_put_back_without_a_byte_written(
+    tmp_path, monkeypatch, capsys, cache, temporary
+):
+    """ENOSPC from the second file on, for every write after it too: the
+    checkout is put back by renames, which need no space."""
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    fork = make_fork(tmp_path)
+    monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
+
+    def full_from_the_second(writes):
+        if len(writes) >= 2:
+            raise OSError(28, "No space left on device", str(writes[-1]))
+
+    writes = watch_writes(monkeypatch, fork, full_from_the_second)
+    before = tree_digest(tmp_path)
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 11
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1] == (
+        f"error: cannot write the patched files into {fork}: No space left on "
+        f"device ({writes[1]}); it is as it was"
+    )
+    assert len(writes) == 2  # the second failed, and nothing was written after
+    assert changed(before, tree_digest(tmp_path)) == []
+    assert originals_left(fork) == []
+
+
+@pytest.mark.hostile
+def test_a_read_only_checkout_is_one_line_and_nothing_is_written(
+    tmp_path, monkeypatch, capsys, cache, temporary
+):
+    """EROFS for every file made in the checkout (a read-only mount)."""
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    fork = make_fork(tmp_path)
+    monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp(*args, dir=None, **kwargs):
+        if dir is not None and fork in (Path(dir), *Path(dir).parents):
+            raise OSError(30, "Read-only file system", str(Path(dir) / "x"))
+        return real_mkstemp(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    before = tree_digest(tmp_path)
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 11
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert line.startswith(
+        f"error: cannot write the patched files into {fork}: Read-only file "
+        f"system ({fork}/"
+    )
+    assert line.endswith("; it is as it was")
+    assert changed(before, tree_digest(tmp_path)) == []
+
+
+@pytest.mark.hostile
+def test_a_rename_into_place_that_fails_puts_the_original_back(
+    tmp_path, monkeypatch, capsys, cache, temporary
+):
+    """The new bytes are whole and the original set aside, then the rename
+    of the new file fails: the original is renamed back."""
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    fork = make_fork(tmp_path)
+    monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
+    real_rename = os.rename
+    renamed_into_fork = []
+
+    def rename(source, target):
+        if (
+            Path(target).parent != Path(source).parent
+            or fork not in Path(target).parents
+            or snapshot.ORIGINAL in Path(target).name
+        ):
+            return real_rename(source, target)
+        renamed_into_fork.append(target)
+        if len(renamed_into_fork) == 2:
+            raise OSError(5, "Input/output error", str(target))
+        return real_rename(source, target)
+
+    monkeypatch.setattr(os, "rename", rename)
+    before = tree_digest(tmp_path)
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 11
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: cannot write the patched files into {fork}: Input/output error "
+        f"({renamed_into_fork[1]}); it is as it was"
+    )
+    assert changed(before, tree_digest(tmp_path)) == []
+    assert originals_left(fork) == []
+
+
+@pytest.mark.hostile
+def test_the_run_after_one_killed_while_writing_says_how_to_put_originals_back(
+    tmp_path, monkeypatch, capsys, cache, temporary
+):
+    """A SIGKILL between setting an original aside and removing it leaves
+    the patched file and its original beside it."""
+    make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
+    fork = make_fork(tmp_path)
+    monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
+    readme = fork / "README.md"
+    aside = readme.with_name(f"{snapshot.ORIGINAL}4242-0badf00d")
+    readme.rename(aside)
+    readme.write_text("patched\n")
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 7
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: {fork} has uncommitted changes ( M README.md; ?? {aside.name}); "
+        f"commit or stash them first; 1 {snapshot.ORIGINAL}* file(s) among them "
+        f"({aside.name}) are originals an apply --onto set aside and was killed "
+        f"before putting back: each is the file beside it as it was before; move "
+        f"each back over that file, and remove the files the series added"
+    )

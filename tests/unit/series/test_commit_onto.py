@@ -105,6 +105,7 @@ def test_a_patch_that_does_not_apply_leaves_the_branch_where_it_was(
     assert git("status", "--porcelain", cwd=fork) == ""
 
 
+@pytest.mark.hostile
 def test_a_commit_gpg_cannot_sign_is_named_not_called_a_patch_that_fails(fork, capsys):
     git("config", "commit.gpgsign", "true", cwd=fork)
     git("config", "gpg.program", "false", cwd=fork)
@@ -128,6 +129,7 @@ def test_a_commit_gpg_cannot_sign_is_named_not_called_a_patch_that_fails(fork, c
     assert git("status", "--porcelain", cwd=fork) == ""
 
 
+@pytest.mark.hostile
 def test_a_hook_that_refuses_the_commit_is_named_not_called_a_patch_that_fails(
     fork, capsys
 ):
@@ -146,6 +148,7 @@ def test_a_hook_that_refuses_the_commit_is_named_not_called_a_patch_that_fails(
     assert git("status", "--porcelain", cwd=fork) == ""
 
 
+@pytest.mark.hostile
 def test_a_stop_signal_during_the_commits_leaves_the_branch_where_it_was(
     fork, monkeypatch
 ):
@@ -169,6 +172,7 @@ def test_a_stop_signal_during_the_commits_leaves_the_branch_where_it_was(
     assert git("status", "--porcelain", cwd=fork) == ""
 
 
+@pytest.mark.hostile
 def test_work_done_in_the_checkout_meanwhile_is_never_reset(fork, monkeypatch, capsys):
     run = processes.run
 
@@ -205,3 +209,55 @@ def test_commit_goes_with_onto(fork, tmp_path, capsys):
         cli.main(["apply", "--target", "t", "--dest", str(tmp_path / "d"), "--commit"])
     assert usage.value.code == 2
     assert "--commit goes with --onto" in capsys.readouterr().err
+
+
+def killed_after_the_first_commit(fork, tmp_path):
+    """What a --commit run SIGKILLed between its two git am's leaves: the
+    first patch committed, as git am commits it."""
+    patch = tmp_path / "patches" / "0001-parent.patch"
+    git("am", "--quiet", "--keep-non-patch", str(patch), cwd=fork)
+    return git("rev-parse", "HEAD~1", cwd=fork), git("rev-parse", "HEAD", cwd=fork)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "uncommitted"])
+def test_the_run_after_a_killed_one_says_which_commits_it_left(
+    fork, tmp_path, capsys, commit
+):
+    base, first = killed_after_the_first_commit(fork, tmp_path)
+    before = work_tree(fork)
+    argv = ["apply", "--target", "t", "--onto", str(fork)]
+    assert cli.main(argv + ["--commit"] * commit) == 7
+    [line] = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert line == (
+        f"error: {fork} already carries 1 of the 2 commit(s) of tier default's "
+        f"series (0001-parent.patch as {first[:12]}): from an earlier --commit "
+        f"run that was killed, or applied before; `git reset --hard {base[:12]}` "
+        f"goes back to before them (dropping them and whatever was committed "
+        f"after them), then apply again"
+    )
+    assert git("rev-parse", "HEAD", cwd=fork) == first
+    assert work_tree(fork) == before
+
+
+@pytest.mark.hostile
+def test_a_checkout_in_the_middle_of_a_git_am_is_refused(fork, capsys):
+    (fork / ".git" / "rebase-apply").mkdir()
+    head = git("rev-parse", "HEAD", cwd=fork)
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork), "--commit"]) == 7
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: {fork} is in the middle of a git am or rebase (.git/rebase-apply "
+        f"exists: an earlier run that was killed?); end it first: `git am "
+        f"--abort` (or `git rebase --abort`)"
+    )
+    assert git("rev-parse", "HEAD", cwd=fork) == head
+
+
+def test_a_commit_of_the_same_subject_by_someone_else_is_not_the_series(fork, capsys):
+    (fork / "NOTES.md").write_text("mine\n")
+    git("add", "NOTES.md", cwd=fork)
+    git(
+        "-c", "user.name=Someone", "-c", "user.email=someone@example.com",
+        "commit", "-qm", "[Bugfix][KV Events] Emit the parent", cwd=fork,
+    )  # fmt: skip
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork), "--commit"]) == 0

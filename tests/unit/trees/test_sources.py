@@ -1,8 +1,10 @@
 import shutil
 import signal
 import subprocess
+import tarfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from support.stopping import (
@@ -74,6 +76,7 @@ def test_warm_sdist_cache_is_unpacked_again_without_network(cache, tmp_path):
     assert (tree / "tests" / "test_a.py").is_file()
 
 
+@pytest.mark.hostile
 def test_sha_mismatch_is_refused_naming_both_hashes(cache, tmp_path):
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
     pinned = "0" * 64
@@ -88,6 +91,7 @@ def test_sha_mismatch_is_refused_naming_both_hashes(cache, tmp_path):
     assert not list((cache / "sdists").iterdir())
 
 
+@pytest.mark.hostile
 def test_sdist_with_unsafe_member_is_not_unpacked_outside_the_cache(cache, tmp_path):
     archive = make_sdist(
         tmp_path / "index", "vllm", "9.9.9", {"../../escaped.txt": "boo\n"}
@@ -215,6 +219,7 @@ def local_index(tmp_path, monkeypatch, setup: str):
     return archive
 
 
+@pytest.mark.hostile
 def test_a_tampered_sdist_is_refused_before_its_setup_py_runs(
     cache, tmp_path, monkeypatch, capsys
 ):
@@ -250,6 +255,7 @@ NEEDS_BUILD_TOOLS = {
 }
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("layout", ["pyproject", "setup.py only"])
 def test_an_sdist_is_fetched_without_running_anything_in_it(
     cache, tmp_path, monkeypatch, layout
@@ -280,6 +286,7 @@ def test_pip_configuration_files_are_honoured(cache, tmp_path, monkeypatch):
     assert (tree / "setup.py").read_text() == setup
 
 
+@pytest.mark.hostile
 def test_a_cached_sdist_that_no_longer_matches_is_quarantined_and_fetched_again(
     cache, tmp_path, capsys
 ):
@@ -301,6 +308,7 @@ def test_a_cached_sdist_that_no_longer_matches_is_quarantined_and_fetched_again(
     ) in capsys.readouterr().err
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize(
     "content",
     [b"", b"this is not a tar archive\n" * 40, "truncated"],
@@ -403,6 +411,7 @@ def start_waiting_fetch(tmp_path, cache, archive):
     return process, int(pid_file.read_text())
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize(
     ("signum", "status", "line"),
     [
@@ -427,6 +436,7 @@ def test_a_stopped_fetch_ends_its_download_and_leaves_no_scratch(
     assert list((cache / "sdists").iterdir()) == []
 
 
+@pytest.mark.hostile
 def test_what_a_killed_fetch_leaves_is_swept_by_the_next_run(cache, tmp_path, capsys):
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
     process, tool_pid = start_waiting_fetch(tmp_path, cache, archive)
@@ -443,3 +453,40 @@ def test_what_a_killed_fetch_leaves_is_swept_by_the_next_run(cache, tmp_path, ca
         f"harness: removed {left}, left behind by an earlier run that was killed\n"
         in capsys.readouterr().err
     )
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("removed", ["tests/test_a.py", "tests"])
+def test_a_tree_damaged_while_it_unpacks_is_never_cached(
+    cache, tmp_path, monkeypatch, capsys, removed
+):
+    """Files removed from the unpack scratch while it unpacks (an rm -rf in
+    the cache): the tree is not renamed into place, and the next fetch
+    unpacks it whole."""
+    archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
+    use_checkout(monkeypatch, write_pins(tmp_path, target_table(
+        f'{{ sdist = "vllm==9.9.9", sha256 = "{sha256_of(archive)}" }}'
+    )))  # fmt: skip
+    (cache / "sdists").mkdir(parents=True)
+    shutil.copy(archive, cache / "sdists" / archive.name)
+    extract = tarfile.TarFile.extractall
+
+    def damaged(tar, path, *args, **kwargs):
+        extract(tar, path, *args, **kwargs)
+        victim = next(Path(path).iterdir()) / removed
+        shutil.rmtree(victim) if victim.is_dir() else victim.unlink()
+
+    monkeypatch.setattr(tarfile.TarFile, "extractall", damaged)
+    assert cli.main(["fetch", "--target", "t"]) == SourceError.exit_code
+    [line] = capsys.readouterr().err.splitlines()[-1:]
+    assert line == (
+        f"error: target t: 1 of the 2 members of {archive.name} are not in its "
+        f"unpacked tree as the archive lists them (vllm-9.9.9/tests/test_a.py): "
+        f"something changed the cache's unpack directory meanwhile; nothing was "
+        f"cached: fetch again"
+    )
+    assert list((cache / "trees").iterdir()) == []
+    monkeypatch.setattr(tarfile.TarFile, "extractall", extract)
+    assert cli.main(["fetch", "--target", "t"]) == 0
+    [tree] = (cache / "trees").iterdir()
+    assert (tree / "tests/test_a.py").is_file()

@@ -62,6 +62,7 @@ def test_a_non_empty_directory_is_refused_in_one_line(tmp_path, cache, built, ca
     assert not built and (out / "weights").read_text() == "mine"
 
 
+@pytest.mark.hostile
 def test_a_directory_in_the_caches_trees_is_refused(tmp_path, cache, built, capsys):
     out = cache / "trees" / "tiny"
     assert cli.main(["e2e", "model", "--out", str(out)]) == OutputError.exit_code
@@ -138,3 +139,48 @@ def test_a_write_that_fails_is_named_as_one(
     assert line == f"error: cannot write {out}: No space left on device"
     assert not out.exists()
     assert not any("scratch" in path.name for path in tmp_path.iterdir())
+
+
+@pytest.mark.hostile
+def test_a_stopped_build_removes_the_folders_it_made(
+    tmp_path, cache, built, monkeypatch, capsys
+):
+    def stopped(parts, dest):
+        (dest / "config.json").write_text("{}")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "save_model", stopped)
+    out = tmp_path / "new" / "a" / "tiny"
+    assert cli.main(["e2e", "model", "--out", str(out)]) == 130
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    "parts", [("x" * 300,), ("y" * 250,) * 20], ids=["NAME_MAX", "PATH_MAX"]
+)
+def test_an_out_too_long_to_be_made_is_one_line(tmp_path, cache, built, capsys, parts):
+    out = tmp_path.joinpath(*parts)
+    assert cli.main(["e2e", "model", "--out", str(out)]) == OutputError.exit_code
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: cannot make --out {tmp_path}/")
+    assert line.endswith(
+        "File name too long"
+        if len(parts) == 1
+        else f"the path is {len(str(out))} bytes long, and the system takes "
+        f"paths under 4096"
+    )
+    assert not built and not any(tmp_path.iterdir())
+
+
+@pytest.mark.hostile
+def test_a_relative_out_with_the_working_directory_removed_is_one_line(
+    tmp_path, cache, built, capsys, monkeypatch
+):
+    (tmp_path / "gone").mkdir()
+    monkeypatch.chdir(tmp_path / "gone")
+    (tmp_path / "gone").rmdir()
+    assert cli.main(["e2e", "model", "--out", "tiny"]) == OutputError.exit_code
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: --out tiny is relative, and the working directory")
+    assert not built

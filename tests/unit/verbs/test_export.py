@@ -88,10 +88,11 @@ def test_an_out_that_cannot_be_made_is_refused_before_any_work(
     code = export(out, "--as", SUBMITTER, REVIEWED)
     assert code == OutputError.exit_code
     assert_refused_before_any_work(
-        capsys, out, code, f"in {out.parent}: not a directory"
+        capsys, out, code, f"cannot make {out}: {out.parent} is not a directory"
     )
 
 
+@pytest.mark.hostile
 def test_a_read_only_filesystem_is_refused_before_any_work(
     tmp_path, target, capsys, monkeypatch
 ):
@@ -150,6 +151,7 @@ def scratch_left(tmp_path):
     )
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize(
     ("signum", "message"),
     [
@@ -174,6 +176,7 @@ def test_a_stopped_export_leaves_nothing_behind(tmp_path, target, signum, messag
     assert not out.exists()
 
 
+@pytest.mark.hostile
 def test_a_killed_exports_scratch_is_swept_by_the_next_one_line_each(tmp_path, target):
     out = tmp_path / "outs" / "out"
     process = start_export(tmp_path, out)
@@ -232,6 +235,7 @@ def test_a_relative_out_is_taken_from_the_directory_export_runs_in(
     assert "harness: writing the mails and pr-body.md" in said.err
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("where", ["cache", "cache-trees", "pristine"])
 def test_an_out_inside_the_cache_or_the_pristine_tree_is_refused(
     tmp_path, target, capsys, cache, where
@@ -249,3 +253,81 @@ def test_an_out_inside_the_cache_or_the_pristine_tree_is_refused(
     assert_refused_before_any_work(capsys, inside, code, f"lies inside {owner}")
     after = sorted(path for path in tmp_path.rglob("*") if "tmp" not in path.parts)
     assert after == before
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"]
+)
+def test_a_stopped_export_removes_the_folders_it_made_for_out(tmp_path, target, signum):
+    out = tmp_path / "new" / "a" / "b" / "out"
+    process = start_export(tmp_path, out)
+    try:
+        wait_for(tmp_path / "ready", process)
+        assert (tmp_path / "new" / "a" / "b").is_dir()
+        stopped = stop(process, signum)
+    finally:
+        process.kill()
+    assert stopped.returncode == 128 + signum
+    assert "Traceback" not in stopped.stderr
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    "parts", [("x" * 300,), ("y" * 250,) * 20], ids=["NAME_MAX", "PATH_MAX"]
+)
+def test_an_out_too_long_to_be_made_is_one_line(tmp_path, target, capsys, parts):
+    out = tmp_path.joinpath(*parts)
+    before = sorted(path.name for path in tmp_path.iterdir())
+    assert export(out, "--as", SUBMITTER, REVIEWED) == OutputError.exit_code
+    err = capsys.readouterr().err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: cannot make {'--out ' * (len(parts) > 1)}")
+    assert line.endswith(
+        "File name too long"
+        if len(parts) == 1
+        else f"the path is {len(str(out))} bytes long, and the system takes "
+        f"paths under 4096"
+    )
+    assert "Traceback" not in err
+    assert sorted(path.name for path in tmp_path.iterdir()) == before
+
+
+@pytest.mark.hostile
+def test_a_relative_out_with_the_working_directory_removed_is_one_line(
+    tmp_path, target, capsys, monkeypatch
+):
+    (tmp_path / "gone").mkdir()
+    monkeypatch.chdir(tmp_path / "gone")
+    (tmp_path / "gone").rmdir()
+    assert export("rel/out", "--as", SUBMITTER, REVIEWED) == OutputError.exit_code
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: --out rel/out is relative, and the working directory it would be "
+        "taken from cannot be read (No such file or directory: removed?); give "
+        "an absolute path, or run from a directory that exists"
+    )
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("where", ["cache", "pristine"])
+def test_an_out_in_a_directory_mounted_from_the_cache_or_the_tree_is_refused(
+    tmp_path, target, capsys, monkeypatch, cache, where
+):
+    """MOUNT a bind mount (root only) of a directory of the cache or of the
+    pristine tree: the same device and inode, which no link shows."""
+    source = {"cache": cache / "trees", "pristine": tmp_path / "pristine"}[where]
+    source.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "MOUNT").mkdir()
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        mounted = os.fspath(path) == os.fspath(tmp_path / "MOUNT")
+        return real_stat(source if mounted else path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    out = tmp_path / "MOUNT" / "mails"
+    code = export(out, "--as", SUBMITTER, REVIEWED)
+    assert code == OutputError.exit_code
+    owner = "the harness cache" if where == "cache" else "the pristine tree"
+    assert_refused_before_any_work(capsys, out, code, f"lies inside {owner}")

@@ -82,3 +82,14 @@ def test_tests_of_an_unknown_tier_is_one_line(capsys):
         "error: target main: no tier 'strikt' in its series table (it has: "
         "default, strict)\n"
     )
+
+
+@pytest.mark.hostile
+def test_targets_from_a_removed_working_directory_lists_them(
+    tmp_path, monkeypatch, capsys
+):
+    (tmp_path / "gone").mkdir()
+    monkeypatch.chdir(tmp_path / "gone")
+    (tmp_path / "gone").rmdir()
+    assert cli.main(["targets"]) == 0
+    assert "main" in capsys.readouterr().out
