@@ -179,9 +179,10 @@ class Judgement:
             )
         elif self.tier.name is None:
             why = (
-                "the strict tier keeps K6 as released (docs/contract.md): give "
-                "--tier strict, or --python of an engine with the strict tier "
-                "installed, to judge them so"
+                "only under the strict tier is that shape K6, kept as released "
+                "(docs/contract.md; under another it can be K1, K2 or K4): if the "
+                "engine runs the strict tier, give --tier strict or --python "
+                "ENGINE-PYTHON to judge them so"
             )
         else:
             why = (

@@ -43,7 +43,7 @@ def test_without_a_tier_k6s_shape_is_judged_and_named():
     assert judgement.counts("kept") == {}
     [note] = [line for line in judgement.lines() if "of K6's shape" in line]
     assert note.startswith("  C1 of K6's shape (")
-    assert "give --tier strict, or --python" in note
+    assert "give --tier strict or --python ENGINE-PYTHON" in note
 
 
 def test_a_tier_that_does_not_fix_k4_judges_k6s_shape():
