@@ -1,6 +1,6 @@
 """How close check-stream comes to the Python floor, per batch size.
 
-    python benchmarks/checker_floor.py [--events 200000] [--rounds 7]
+    python benchmarks/checker_floor.py [--events 200000] [--rounds 9]
         [--against CHECKOUT] [--json FILE]
 
 The floor is what any Python reader of a capture must do before it checks
@@ -8,11 +8,17 @@ anything: frame the payloads with msgpack-python's streaming ``Unpacker``
 (``skip``, ``tell``, the whole input fed at once) and decode each with one
 msgspec decoder into the checker's structs (``harness.contract.wire``'s
 ``KVEventBatch``). The checker is what ``python -m harness check-stream FILE
---expect-empty`` does after reading the file: ``decode_batches``,
-``StreamChecker.apply`` per batch (five witnesses per rule, as check-stream
-keeps) and ``check_drained``. The figure is the ratio of their throughputs,
-checker over floor (1 would be a checker that costs nothing beyond the
-floor).
+--expect-empty`` does after reading the file:
+``StreamChecker.apply_payloads`` (five witnesses per rule, as check-stream
+keeps) and ``check_drained``; and the same with ``--for dynamo
+--block-size 16`` and ``--for content-tree`` (`FOR`), each consumer's
+reading applied as the checker replays. The figure is the ratio of their
+throughputs, checker over floor (1 would be a checker that costs nothing
+beyond the floor). The checker decodes less than the floor does: it leaves
+each store's token ids undecoded (harness.contract.wire's ``StoredHead``:
+it needs how many, never which), and decodes a few kilobytes of payloads
+in one call; the floor stays what a reader that decodes vLLM's structs
+whole must do.
 
 The captures are synthesised here, without vLLM, in the shape vLLM 0.33's
 publisher writes: ``harness.contract.wire``'s structs (field for field
@@ -51,6 +57,11 @@ BATCH_SIZES = (1, 5, 50, 500)
 POOL_BLOCKS = 2048
 BLOCK_SIZE = 16
 WITNESSES_PER_RULE = 5  # as harness.verbs.check_stream keeps
+# The consumers the checker is also timed for (check-stream --for NAME):
+# Dynamo's reading drops stores of another block size (none here: every
+# store is of the capture's block size), the content tree's reads every
+# group; both judge parents, so every event takes the whole path.
+FOR = ("dynamo", "content-tree")
 
 
 # --------------------------------------------------------------------------
@@ -139,18 +150,43 @@ def floor(data: bytes) -> int:
         start = end
 
 
-def check(data: bytes) -> int:
-    """check-stream FILE --expect-empty after reading: events checked."""
+def check(data: bytes, consumer: str | None = None) -> int:
+    """check-stream FILE --expect-empty [--for CONSUMER] after reading:
+    events checked. A checkout from before ``apply_payloads`` (an
+    ``--against`` one) is measured as its check-stream read a capture."""
     from harness.contract.checker import StreamChecker
-    from harness.contract.wire import decode_batches
 
     checker = StreamChecker(witnesses_per_rule=WITNESSES_PER_RULE)
-    for _, batch in decode_batches(data):
-        checker.apply(batch.events)
+    if consumer is not None:
+        from harness.routers.readings import reading
+
+        size = BLOCK_SIZE if consumer == "dynamo" else None
+        checker.reading = reading(consumer, size)
+    if hasattr(checker, "apply_payloads"):
+        checker.apply_payloads(data)
+    else:
+        from harness.contract.wire import decode_batches
+
+        for _, batch in decode_batches(data):
+            checker.apply(batch.events)
     checker.check_drained()
     if checker.violation_count:
         raise RuntimeError(f"{checker.violation_count} violations in a clean capture")
     return checker.events
+
+
+def cases() -> list[tuple[str, object]]:
+    """What a round times, per capture: the floor, the checker, and the
+    checker for each consumer of `FOR` (where the checkout has --for)."""
+    found = [("floor", floor), ("checker", check)]
+    try:
+        from harness.routers import readings  # noqa: F401
+    except ImportError:
+        return found
+    return found + [
+        (f"checker --for {name}", lambda data, name=name: check(data, name))
+        for name in FOR
+    ]
 
 
 def timed(function, data: bytes) -> tuple[float, int]:
@@ -177,11 +213,11 @@ def child() -> int:
         seconds = {}
         sizes = list(captures)
         for size in sizes[::-1] if request["reverse"] else sizes:
-            cases = [("floor", floor), ("checker", check)]
+            measured = cases()
             if request["reverse"]:
-                cases.reverse()
+                measured.reverse()
             times = {}
-            for name, function in cases:
+            for name, function in measured:
                 times[name], times[f"{name} events"] = timed(function, captures[size])
             seconds[size] = times
         reply(seconds)
@@ -228,10 +264,10 @@ def run(args) -> dict:
     }
 
 
-def summary(rounds: list, size: str) -> dict:
+def summary(rounds: list, size: str, case: str = "checker") -> dict:
     floors = [answer[size]["floor"] for answer in rounds]
-    checks = [answer[size]["checker"] for answer in rounds]
-    events = rounds[0][size]["checker events"]
+    checks = [answer[size][case] for answer in rounds]
+    events = rounds[0][size][f"{case} events"]
     ratios = [f / c for f, c in zip(floors, checks, strict=True)]
     return {
         "floor": events / benchlib.median(floors),
@@ -252,24 +288,31 @@ def report(result: dict) -> None:
     rounds = len(next(iter(result["rounds"].values())))
     print()
     print(
-        "| checkout | events/batch | floor events/s | checker events/s "
+        "| checkout | check | events/batch | floor events/s | checker events/s "
         f"| checker/floor (median of {rounds}, min-max) |"
     )
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
     for label, answers in result["rounds"].items():
-        for size in map(str, BATCH_SIZES):
-            figures = summary(answers, size)
-            print(
-                f"| {label} | {size} | {figures['floor']:,.0f} "
-                f"| {figures['checker']:,.0f} | {benchlib.spread(figures['ratios'])} |"
-            )
+        measured = [
+            case
+            for case in answers[0][str(BATCH_SIZES[0])]
+            if case != "floor" and not case.endswith(" events")
+        ]
+        for case in measured:
+            for size in map(str, BATCH_SIZES):
+                figures = summary(answers, size, case)
+                print(
+                    f"| {label} | {case} | {size} | {figures['floor']:,.0f} "
+                    f"| {figures['checker']:,.0f} "
+                    f"| {benchlib.spread(figures['ratios'])} |"
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks/checker_floor.py")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--events", type=int, default=200_000, help="per capture")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument(
         "--against", type=Path, help="another checkout of this project to compare"
     )

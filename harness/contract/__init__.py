@@ -7,7 +7,11 @@ no vLLM:
 
 - `wire`: vLLM's event structs as they are on the wire, and their decoding;
 - `checker`: `StreamChecker`, which replays a stream and reports violations
-  of C1-C6 with minimal witnesses;
+  of C1-C6 with minimal witnesses (`violation`: a finding; `chain`: C4;
+  `quiet`: C5 and C6);
+- `reading`: what one consumer reads of the stream, and K6's shape;
+  `judgement`: a checked stream's findings sorted for its tier and a
+  consumer (check-stream's report and status);
 - `records`: the workload record files that the runs write and the checks
   read;
 - `classes`: a workload's violations sorted into K1-K5, and C7 between a

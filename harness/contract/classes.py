@@ -41,6 +41,7 @@ from harness.contract.checker import (
     Violation,
     sha256_hash_model,
 )
+from harness.contract.reading import SPARSE_KINDS as SPARSE_GROUP_KINDS
 from harness.contract.records import (
     BookkeepingSample,
     OpRecord,
@@ -55,7 +56,6 @@ CLASSES = tuple(CLASS_TABLE)
 # The rules a workload's replay checks; C7 compares two runs, C8 test
 # outcomes, C9 a real engine's timing (harness.engine.judge).
 RULES = tuple(rule for rule in RULE_TABLE if rule not in ("C7", "C8", "C9"))
-SPARSE_GROUP_KINDS = {"sliding_window", "mamba"}
 # Label (before "@") of the call whose entry store is at fault -> class
 # (harness.workloads.labeller names the calls). An entry that ends its cache
 # block has nothing live to hang ancestry from: K4, whatever the call; one

@@ -37,7 +37,12 @@ from pathlib import Path
 from harness import scratch
 from harness.cache import this_run
 from harness.errors import PackageError
-from harness.installed.installed import Located, check_recorded, check_release
+from harness.installed.installed import (
+    Located,
+    check_recorded,
+    check_release,
+    locate,
+)
 from harness.installed.overlay import Overlay, digest
 from harness.installed.package_files import (
     file_digest,
@@ -52,6 +57,7 @@ from harness.installed.receipt import (
     RECEIPT_MAX_BYTES,
     RECORD_COPY,
     Receipt,
+    file_states,
     read_receipt,
     receipt_dir,
     receipt_file,
@@ -372,3 +378,22 @@ def installed_series(located: Located, target: Target, overlay: Overlay):
         yield
     finally:
         uninstall(located)
+
+
+def whole_series(python: str) -> tuple[Located, Receipt | None]:
+    """The vllm ``python`` imports and the receipt of the series on it (None:
+    as released), refused where the series is not whole (an install
+    stopped short, a file changed since): then the engine does not run the
+    tier the receipt names."""
+    located = locate(python)
+    with installation_lock(located, shared=True):
+        receipt = read_receipt(located)
+        if receipt is None or set(file_states(located, receipt).values()) == {
+            "patched"
+        }:
+            return located, receipt
+    raise PackageError(
+        f"the {receipt.tier} tier on {located.dist.describe()} is not whole "
+        f"(python -m harness status --python {python} says which file): the "
+        f"engine does not run that tier"
+    )

@@ -17,7 +17,9 @@ adapter, the replays and the one loop that measures them.
   routers through their own code (`dynamo_relay`: Dynamo's relay and indexer;
   `vllm_router`: vllm-router's kv_aware), the streams replayed by
   `publisher`; harness.engine.engine_routers subscribes the same routers to
-  a real engine.
+  a real engine;
+- `readings`: what each of those consumers reads of the stream, which
+  ``check-stream --for NAME`` judges.
 """
 
 # The report's plan: the seed example, then each workload config with seeds

@@ -124,12 +124,11 @@ LEFT_OTHERWISE = "not addressed by these commits"
 
 def design(fixes: frozenset[str], stream: str = "ancestry") -> str:
     """The design paragraph for an export of a tier whose stream is
-    ``stream`` that fixes ``fixes``; a holdings stream also publishes a
-    reset at once (docs/contract.md, C9)."""
+    ``stream`` that fixes ``fixes``; every tier also publishes a reset at
+    once (0001, docs/contract.md, C9)."""
     by_class = DESIGN_BY_CLASS[stream]
     extra = [by_class[cls] for cls in sorted(fixes) if cls in by_class]
-    reset = [RESET] if stream == "holdings" else []
-    return " ".join([DESIGN[stream], *extra, *reset])
+    return " ".join([DESIGN[stream], *extra, RESET])
 
 
 def wire_paragraph(facts: WireFacts | None, change: str = "this PR") -> str:

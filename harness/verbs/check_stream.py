@@ -4,7 +4,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.contract import title
+from harness.routers import CONSUMER_NAMES
+from harness.targets import TIERS
 from harness.verbs import (
     add_subscription_arguments,
     positive_int,
@@ -34,7 +35,13 @@ def register(parser) -> None:
         "reset, the first complete state) and says where it joined; Ctrl-C "
         "ends it as --timeout does; it says on stderr when it has subscribed, "
         f"then every {PROGRESS_S:g} s what it has received and checked so far. "
-        "A stream of several KV cache groups gets a line per group, clean or not."
+        "A stream of several KV cache groups gets a line per group, clean or not. "
+        "A stream does not say its tier: --tier, or --python of the engine's "
+        "environment (its install receipt), says it, and the strict tier's K6 "
+        "(a Mamba or sliding-window store after a block the pool let go before "
+        "its call) is then reported as kept as released, not as violations. "
+        "--for NAME judges only what that consumer reads, and the status says "
+        "whether the stream is sound for it (docs/checking-streams.md)."
     )
     parser.add_argument("files", nargs="*", metavar="FILE")
     add_subscription_arguments(parser, required=False)
@@ -63,6 +70,38 @@ def register(parser) -> None:
         action="store_true",
         help="the stream ends with everything evicted: report live hashes (C5)",
     )
+    parser.add_argument(
+        "--for",
+        dest="consumer",
+        choices=CONSUMER_NAMES,
+        help="judge only what this consumer reads (its groups and kinds, its "
+        "block size, whether it needs parents or tokens): exit 0 when the "
+        "stream is sound for it, 1 when not",
+    )
+    parser.add_argument(
+        "--block-size",
+        type=positive_int,
+        metavar="N",
+        help="with --for dynamo: its kv_block_size (the engine's --block-size); "
+        "its relay drops every block of another size",
+    )
+    told = parser.add_mutually_exclusive_group()
+    told.add_argument(
+        "--tier",
+        choices=TIERS,
+        help="the tier of the series the engine runs (of --target's series)",
+    )
+    told.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the engine environment's Python: its install receipt says the "
+        "tier (python -m harness status --python PATH shows it)",
+    )
+    parser.add_argument(
+        "--target",
+        default="main",
+        help="with --tier: the target whose tier it is (default main)",
+    )
     parser.set_defaults(run=run, usage_error=parser.error)
 
 
@@ -85,10 +124,19 @@ def run(args) -> int:
         args.usage_error("give FILE... or --zmq ENDPOINT (or --listen ENDPOINT)")
     if args.replay and not live:
         args.usage_error("--replay goes with --zmq or --listen")
+    if (args.consumer == "dynamo") != (args.block_size is not None):
+        args.usage_error(
+            "--for dynamo needs --block-size N, its kv_block_size"
+            if args.block_size is None
+            else "--block-size goes with --for dynamo"
+        )
+    tier = told_tier(args)
     status = 0
-    sources = [(name, lambda name=name: check_file(Path(name))) for name in args.files]
+    sources = [
+        (name, lambda name=name: check_file(Path(name), args)) for name in args.files
+    ]
     if live:
-        sources.append((live, lambda: check_zmq(args)))
+        sources.append((live, lambda: check_zmq(args, tier)))
     for _, check in sources:
         try:
             checked = check()
@@ -98,13 +146,39 @@ def run(args) -> int:
             continue
         if args.expect_empty:
             checked.checker.check_drained()
-        print("\n".join(format_report(checked)), flush=True)
+        judgement = _judgement(checked.checker, tier)
+        print("\n".join(format_report(checked, judgement)), flush=True)
         if checked.incomplete:
             error(str(IncompleteStream(checked.source, checked.incomplete)))
             status = _worse(status, IncompleteStream.exit_code)
-        elif checked.checker.violation_count:
+        elif judgement.violation_count:
             status = _worse(status, 1)
     return status
+
+
+def told_tier(args):
+    """The tier the check was told: --tier (of --target's series), the
+    receipt beside the vllm of --python (none: released), or none."""
+    from harness.contract.judgement import Tier
+    from harness.installed.installation import whole_series
+    from harness.targets import get_target
+
+    if args.tier:
+        fixes = get_target(args.target).fixes[args.tier]
+        return Tier(args.tier, f"--tier, target {args.target}", fixes)
+    if args.python is None:
+        return Tier(None)
+    located, receipt = whole_series(args.python)
+    if receipt is None:
+        return Tier("released", f"{located.dist.describe()}, no series installed")
+    fixes = get_target(receipt.target).fixes[receipt.tier]
+    return Tier(receipt.tier, f"the receipt of {located.dist.describe()}", fixes)
+
+
+def _judgement(checker, tier):
+    from harness.contract.judgement import Judgement
+
+    return Judgement(checker, tier)
 
 
 def _worse(status: int, other: int) -> int:
@@ -115,13 +189,17 @@ def _worse(status: int, other: int) -> int:
     return max(status, other, key=order.index)
 
 
-def _checker():
+def _checker(args=None):
+    """The checker of one input: for the consumer of --for, if any."""
     from harness.contract.checker import StreamChecker
+    from harness.routers.readings import reading
 
-    return StreamChecker(witnesses_per_rule=WITNESSES_PER_RULE)
+    name = getattr(args, "consumer", None)
+    consumer = name and reading(name, args.block_size)
+    return StreamChecker(witnesses_per_rule=WITNESSES_PER_RULE, reading=consumer)
 
 
-def check_file(path: Path) -> Checked:
+def check_file(path: Path, args=None) -> Checked:
     """Check a capture file, read a chunk at a time; its sequence numbers,
     if FILE.seq is beside it, say whether messages are missing."""
     from harness.contract.subscribe import (
@@ -129,14 +207,12 @@ def check_file(path: Path) -> Checked:
         read_sequence_numbers,
         sequence_file,
     )
-    from harness.contract.wire import decode_batches
     from harness.errors import UnreadableInput, UnreadableStream
 
-    checker = _checker()
+    checker = _checker(args)
     try:
         with path.open("rb") as stream:
-            for _, batch in decode_batches(stream):
-                checker.apply(batch.events)
+            checker.apply_payloads(stream)
     except OSError as exc:
         raise UnreadableStream("", exc.strerror or str(exc), str(path)) from None
     except UnreadableStream as exc:
@@ -167,7 +243,7 @@ def check_file(path: Path) -> Checked:
     return Checked(str(path), checker, sequence.incomplete())
 
 
-def check_zmq(args) -> Checked:
+def check_zmq(args, tier) -> Checked:
     """Check a live subscription until it ends: --max-events, --timeout, or a
     stop signal (Ctrl-C), which ends the stream as the other two do. Gaps are
     filled from --replay where it holds them; a stream joined late is checked
@@ -185,7 +261,7 @@ def check_zmq(args) -> Checked:
     from harness.processes import stop_signals_held
 
     endpoint, bind = subscription_endpoint(args)
-    checker = _checker()
+    checker = _checker(args)
     sequence = SequenceCheck()
     start = StartPoint()
     replayed: list[tuple[int, int]] = []
@@ -193,7 +269,7 @@ def check_zmq(args) -> Checked:
     received = 0
     watch = Watch(  # the lambdas read received as it is when they are called
         lambda: progress(subscribed_line(endpoint, bind, args.topic)),
-        lambda: progress(live_progress(received, start, checker)),
+        lambda: progress(live_progress(received, start, _judgement(checker, tier))),
         PROGRESS_S,
         PROGRESS_CLOCK,
     )
@@ -206,7 +282,7 @@ def check_zmq(args) -> Checked:
         ):
             with stop_signals_held():  # a batch is applied whole
                 received += 1
-                events = decode_batch(payload, f"message {seq}").events
+                events = decode_batch(payload, f"message {seq}", tokens=False).events
                 if (checkable := start.checkable(seq, events)) is None:
                     continue
                 if sequence.received == 0:
@@ -279,47 +355,35 @@ def subscribed_line(endpoint: str, bind: bool, topic: str) -> str:
     return f"check-stream: subscribed to {endpoint} ({how}), {topics}"
 
 
-def live_progress(received: int, start, checker) -> str:
+def live_progress(received: int, start, judgement) -> str:
     """A live check's progress line: what arrived and was checked so far."""
     done = f"check-stream: {received} message(s) received"
     if received and start.start is None:
         return (
             f"{done}, none checked yet: waiting for an AllBlocksCleared to start from"
         )
+    checker = judgement.checker
     return (
         f"{done}; {checker.batches} batches, {checker.events} events checked, "
-        f"{checker.violation_count} violations so far"
+        f"{judgement.violation_count} violations so far"
     )
 
 
-def format_report(checked: Checked) -> list[str]:
+def format_report(checked: Checked, judgement=None) -> list[str]:
+    """The report of one input: its first line, its notes, then the
+    judgement's (harness.contract.judgement; by default, for no tier)."""
+    from harness.contract.judgement import Tier
+
     checker = checked.checker
+    judgement = judgement or _judgement(checker, Tier(None))
+    reading = checker.reading
+    of = f" for {reading.name}" if reading is not None else ""
     lines = [
         f"{checked.source}: {checker.batches} batches, {checker.events} events, "
         f"{checker.duplicate_stores} stores of an already-live hash, "
-        f"{checker.violation_count} violations"
+        f"{judgement.violation_count} violations{of}"
     ]
     lines.extend(f"  {note}" for note in checked.notes)
     if checked.incomplete:
         lines.append(f"  incomplete: {checked.incomplete}")
-    witnesses: dict[str, list] = {}
-    for violation in checker.violations:
-        witnesses.setdefault(violation.rule, []).append(violation)
-    for rule in sorted(checker.counts):
-        found = checker.counts[rule]
-        lines.append(f"  {title(rule)}: {found}")
-        lines.extend(f"    {violation}" for violation in witnesses.get(rule, []))
-        if found > len(witnesses.get(rule, [])):
-            lines.append(f"    ... {found - len(witnesses.get(rule, []))} more")
-    if len(checker.view_kinds) > 1:  # a line per group, clean or not
-        from harness.contract.checker import view_order
-
-        lines.append("  by view (medium, group, kind): violations at events")
-        by_view = checker.counts_by_view()
-        for key in sorted(checker.view_kinds, key=view_order):
-            rules = by_view.get(key, {})
-            found = ", ".join(f"{rule} {count}" for rule, count in rules.items())
-            medium, group = key
-            kind = checker.view_kinds[key]
-            lines.append(f"    {medium} group {group} ({kind}): {found or 'none'}")
-    return lines
+    return lines + judgement.lines()

@@ -153,8 +153,13 @@ def prompt_registration(
     return fresh, register, evict
 
 
-def masked_blocks(mask: list[bool], events: bool = True):
-    """``(fresh, call)``: one ``cache_full_blocks`` call under ``mask``."""
+def masked_blocks(name: str, events: bool = True):
+    """``(fresh, call)``: one ``cache_full_blocks`` call under the mask of a
+    ``masked N/K`` or ``masked N tail W`` case."""
+    size, _, tail = name.removeprefix("masked ").partition(" tail ")
+    count, _, every = size.partition("/")
+    n = int(count)
+    mask = [i >= n - int(tail) if tail else (i + 1) % int(every) == 0 for i in range(n)]
     block_size = 16
     request = _request("prompt", len(mask) * block_size, block_size)
 
@@ -168,16 +173,6 @@ def masked_blocks(mask: list[bool], events: bool = True):
         )
 
     return fresh, call
-
-
-def _mask(name: str) -> list[bool]:
-    """The mask a ``masked N/K`` or ``masked N tail W`` case names."""
-    size, _, rest = name.removeprefix("masked ").partition(" tail ")
-    blocks = int(size.split("/")[0])
-    if rest:
-        return [i >= blocks - int(rest) for i in range(blocks)]
-    every = int(size.split("/")[1])
-    return [i % every == every - 1 for i in range(blocks)]
 
 
 def sibling_tails(count: int = 8, events: bool = True):
@@ -353,7 +348,7 @@ def build(case: str):
     if name == "8 sibling tails":
         return sibling_tails(events=events)
     if name.startswith("masked "):
-        return masked_blocks(_mask(name), events)
+        return masked_blocks(name, events)
     if name.removeprefix(WORKLOAD) in WORKLOAD_LAYOUTS and events:
         return seeded_workload(name.removeprefix(WORKLOAD))
     raise ValueError(f"no case {case!r}")
@@ -385,11 +380,7 @@ def title(case: str) -> str:
             "hash block 4, block 4096"
         )
     elif name.startswith("masked "):
-        mask = _mask(name)
-        said = (
-            f"one `cache_full_blocks()` of {len(mask)} blocks, {sum(mask)} of them "
-            "cached (a sparse group's block mask), hash block 16, block 16"
-        )
+        said = f"one `cache_full_blocks()` under a block mask ({name}), block 16"
     elif name.startswith(WORKLOAD):
         config = name.removeprefix(WORKLOAD)
         said = (

@@ -264,3 +264,85 @@ def test_violations_by_view_in_order_whatever_the_mix_of_none_and_values():
         ("CPU", 1),
         (GPU, 2),
     ]
+
+
+def random_stream(seed: int) -> list[list]:
+    """Batches of stores, removals and resets over two groups, a good share
+    of them breaking C1, C2 or C3."""
+    import random
+
+    from support.events import cleared
+
+    rng = random.Random(seed)
+    batches = []
+    for _ in range(60):
+        batch = []
+        for _ in range(rng.choice([1, 1, 2, 5, 12])):
+            group = rng.choice([0, 1])
+            kind = ("mamba", "full_attention")[group]
+            roll = rng.random()
+            if roll < 0.5:
+                hashes = [rng.randrange(40) for _ in range(rng.randint(0, 3))]
+                parent = rng.choice([None, rng.randrange(40)])
+                tokens = None if rng.random() < 0.8 else [0] * rng.randrange(5)
+                batch.append(
+                    stored(hashes, parent, group=group, kind=kind, tokens=tokens)
+                )
+            elif roll < 0.97:
+                batch.append(removed([rng.randrange(40)], group=group))
+            else:
+                batch.append(cleared())
+        batches.append(batch)
+    return batches
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_capture_read_as_check_stream_reads_it_finds_what_apply_does(seed):
+    from support.events import payloads
+
+    batches = random_stream(seed)
+    one_by_one = StreamChecker()
+    for batch in batches:
+        one_by_one.apply(batch)
+    captured = StreamChecker()
+    captured.apply_payloads(payloads(*batches))
+    assert captured.violations == one_by_one.violations
+    assert captured.violations  # the stream breaks rules
+    assert captured.view_counts == one_by_one.view_counts
+    assert captured.views == one_by_one.views
+    assert (captured.batches, captured.events, captured.duplicate_stores) == (
+        one_by_one.batches,
+        one_by_one.events,
+        one_by_one.duplicate_stores,
+    )
+
+
+def test_token_ids_that_are_not_an_array_make_the_capture_unreadable():
+    import msgspec
+
+    from harness.errors import UnreadableStream
+
+    event = {
+        "type": "BlockStored",
+        "block_hashes": [1],
+        "parent_block_hash": None,
+        "token_ids": "ab",
+        "block_size": 2,
+        "lora_id": None,
+        "medium": GPU,
+        "lora_name": None,
+    }
+    checker = StreamChecker()
+    with pytest.raises(UnreadableStream) as caught:
+        checker.apply_payloads(msgspec.msgpack.encode([0.0, [event]]))
+    assert caught.value.position == "batch 0 event 0"
+    assert "token_ids are not an array" in caught.value.reason
+
+
+def test_a_violation_names_its_events_index_in_a_batch_applied_again_changed():
+    checker = StreamChecker()
+    batch = [stored([1], None), stored([3], 2)]
+    checker.apply(batch)
+    batch.insert(0, stored([5], 4))
+    checker.apply(batch)
+    assert [(v.batch, v.event) for v in checker.violations] == [(0, 1), (1, 0), (1, 2)]

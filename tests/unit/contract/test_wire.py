@@ -4,7 +4,12 @@ import msgspec
 import pytest
 from support.events import GPU, payloads, removed, stored
 
-from harness.contract.wire import decode_batches, split_payloads
+from harness.contract.wire import (
+    checked_events,
+    decode_batches,
+    split_payloads,
+    token_count,
+)
 from harness.errors import UnreadableStream
 
 
@@ -109,3 +114,60 @@ def test_a_payload_over_the_size_limit_is_refused(monkeypatch):
     assert caught.value.reason == (
         f"a payload of over {len(small) + 8} bytes: not a KVEventBatch"
     )
+
+
+def test_a_payload_over_the_limit_is_the_fault_even_before_garbage(monkeypatch):
+    from harness.contract import wire
+
+    small = payloads([stored([1], None)])
+    large = payloads([stored(list(range(100)), None)])
+    monkeypatch.setattr(wire, "MAX_PAYLOAD_BYTES", len(small) + 8)
+    seen = []
+    with pytest.raises(UnreadableStream) as caught:
+        seen.extend(split_payloads(small + large + small + b"\xc1"))
+    assert caught.value.position == f"byte {len(small)}"
+    assert "a payload of over" in caught.value.reason
+    assert seen == [(0, small)]
+
+
+@pytest.mark.parametrize("count", [0, 3, 15, 16, 70_000])
+def test_a_stores_token_count_is_read_from_its_array_header(count):
+    from harness.contract.wire import decode_batch
+
+    event = stored([1], None, block_size=count, tokens=[5] * count)
+    [head] = decode_batch(payloads([event]), "here", tokens=False).events
+    assert type(head).__name__ == "StoredHead"
+    assert token_count(head.token_ids) == count == token_count(event.token_ids)
+
+
+def test_token_ids_that_are_not_an_array_have_no_count():
+    raw = msgspec.msgpack.decode(msgspec.msgpack.encode("abc"), type=msgspec.Raw)
+    assert token_count(raw) is None
+
+
+def test_checked_events_are_the_batches_events_without_their_tokens(monkeypatch):
+    from harness.contract import wire
+
+    lists = [[stored([n], n - 1 or None), removed([n])] for n in range(1, 40)]
+    data = payloads(*lists, [], [stored([], None, tokens=[1, 2])])
+    monkeypatch.setattr(wire, "GROUP_BYTES", 200)  # groups of a few payloads
+    found = list(checked_events(data))
+    assert len(found) == len(lists) + 2
+    full = [batch.events for _, batch in decode_batches(data)]
+    assert [
+        [(e.block_hashes, getattr(e, "parent_block_hash", 0)) for e in events]
+        for events in found
+    ] == [
+        [(e.block_hashes, getattr(e, "parent_block_hash", 0)) for e in events]
+        for events in full
+    ]
+
+
+def test_a_bad_payload_inside_a_group_is_named_after_the_good_ones():
+    good = payloads([stored([1], None)], [removed([1])])
+    bad = msgspec.msgpack.encode({"not": "a batch"})
+    seen = []
+    with pytest.raises(UnreadableStream) as caught:
+        seen.extend(checked_events(good + bad + good))
+    assert caught.value.position == f"byte {len(good)}"
+    assert len(seen) == 2

@@ -271,11 +271,11 @@ def test_design_says_what_the_tier_reports(tmp_path, fixes_k4, stream):
     )
     sub = replace(sub, target=target)
     design = pr_body.details(sub).split("**Design.** ", 1)[1].split("\n", 1)[0]
-    assert ("runs whose tokens are exactly their hashes'" in design) == fixes_k4
+    assert ("every store dense, under the block before it" in design) == fixes_k4
     holdings = stream == "holdings"
     assert ("stored from the start of its cache block" in design) == holdings
     assert ("one `BlockRemoved` per boundary" in design) != holdings
-    assert ("published when the reset happens" in design) == holdings
+    assert "published when the reset happens" in design
 
 
 def measured(tmp_path, fields: int) -> WireFacts:

@@ -61,15 +61,22 @@ SCHEDULER_TEST = (
 )
 
 
+ADDED_BY_0003 = (
+    "tests/v1/core/test_prefix_caching.py::test_blocks_after_masked_blocks_span_them"
+)
+
+
 def test_tests_of_a_tier_leave_out_what_only_another_tier_adds(capsys):
-    """The strict tier's 0001 adds the scheduler's test; the default tier's
-    tree has no such test, so its selection leaves it out."""
+    """Both tiers' 0001 adds the scheduler's test; the strict tier's 0003
+    adds a test the default tier's tree does not have, so its selection
+    leaves it out."""
     selection = list(get_target("main").selection("ci"))
     assert cli.main(["targets", "--tests", "main", "--tier", "strict"]) == 0
     assert capsys.readouterr().out.splitlines() == selection
     assert cli.main(["targets", "--tests", "main", "--tier", "default"]) == 0
     default = capsys.readouterr().out.splitlines()
-    assert SCHEDULER_TEST in selection and SCHEDULER_TEST not in default
+    assert SCHEDULER_TEST in selection and SCHEDULER_TEST in default
+    assert ADDED_BY_0003 in selection and ADDED_BY_0003 not in default
     assert [test for test in selection if "::" not in test] == [
         test for test in default if "::" not in test
     ]
