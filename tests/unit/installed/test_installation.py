@@ -16,6 +16,7 @@ from support.installed import (
     snapshot,
 )
 from support.series import edited
+from support.trees import pip_only_from
 
 from harness import cli
 from harness.errors import PackageError
@@ -353,8 +354,7 @@ def test_the_sdist_is_fetched_when_the_cache_has_none(
     index.mkdir()
     for path in (tmp_path / "cache").rglob("*.tar.gz"):
         path.rename(index / path.name)  # the pinned archive, now only on the index
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
+    pip_only_from(monkeypatch, index)
     status, _, err = run(capsys, "install", "--target", "t")
     assert status == 0, err
     assert "fetching vllm==9.9.9 through pip" in err

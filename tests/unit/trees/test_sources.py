@@ -17,6 +17,8 @@ from support.stopping import (
 from support.trees import (
     make_sdist,
     make_target,
+    pip_only_from,
+    pip_without_user_configuration,
     sdist_target,
     sha256_of,
     target_table,
@@ -120,16 +122,14 @@ def test_pip_downloader_fetches_an_sdist_from_a_local_index(
 ):
     setup = "from setuptools import setup\nsetup(name='vllm', version='9.9.9')\n"
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", {"setup.py": setup})
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
+    pip_only_from(monkeypatch, tmp_path / "index")
     tree = pristine_tree(sdist_target(archive))
     assert (tree / "setup.py").read_text() == setup
 
 
 def test_pip_downloader_failure_is_reported_in_one_line(tmp_path, monkeypatch):
     (tmp_path / "empty-index").mkdir()
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "empty-index"))
+    pip_only_from(monkeypatch, tmp_path / "empty-index")
     target = make_target(targets.SdistSource("vllm", "9.9.9", "0" * 64))
     with pytest.raises(DownloadError) as failed:
         pip_download(target.source, tmp_path / "out")
@@ -210,8 +210,7 @@ setup(name="vllm", version="9.9.9")
 def local_index(tmp_path, monkeypatch, setup: str):
     """An sdist vllm 9.9.9 in a find-links directory pip is pointed at."""
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", {"setup.py": setup})
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
+    pip_only_from(monkeypatch, tmp_path / "index")
     return archive
 
 
@@ -261,8 +260,7 @@ def test_an_sdist_is_fetched_without_running_anything_in_it(
     if layout != "pyproject":
         del files["pyproject.toml"]
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", files)
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
+    pip_only_from(monkeypatch, tmp_path / "index")
     tree = pristine_tree(sdist_target(archive))
     assert (tree / "setup.py").read_text() == files["setup.py"]
     assert not mark.exists(), "the sdist's setup.py ran"
@@ -274,8 +272,9 @@ def test_pip_configuration_files_are_honoured(cache, tmp_path, monkeypatch):
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", {"setup.py": setup})
     config = tmp_path / "pip.conf"
     config.write_text(f"[global]\nno-index = true\nfind-links = {archive.parent}\n")
+    pip_without_user_configuration(monkeypatch)  # PIP_FIND_LINKS would win
+    monkeypatch.setenv("XDG_CONFIG_DIRS", str(tmp_path / "no-site-configuration"))
     monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
-    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)  # it would win over the file
     tree = pristine_tree(sdist_target(archive))
     assert (tree / "setup.py").read_text() == setup
 
