@@ -1,7 +1,8 @@
 """One voice for what the harness tells the user while it works.
 
 Progress and warnings go to stderr, so that a verb's stdout holds only its
-result (a path, a verdict, a report).
+result (a path, a verdict, a report). A stderr that cannot be written drops
+them, never the work (harness.cli's `_ForgivingStderr`).
 """
 
 import sys

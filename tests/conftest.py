@@ -38,6 +38,11 @@ def pytest_configure(config):
             f"{marker}: needs {tool}; skipped without it unless "
             f"{REQUIRE_TOOLS}=1, which makes it a failure",
         )
+    config.addinivalue_line(
+        "markers",
+        "hostile: a hostile input (a fork, receipt, capture, publisher, mount "
+        "or signal); counted by `pytest -m hostile --collect-only -q`",
+    )
 
 
 def pytest_runtest_setup(item):
