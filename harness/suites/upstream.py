@@ -29,7 +29,8 @@ from pathlib import Path
 
 from harness import cache, processes
 from harness.errors import TestRunError, require
-from harness.log import progress
+from harness.log import progress, warning
+from harness.reading import Refused, read_bounded
 from harness.targets import Target
 from harness.trees.env import HUB_MODELS, UPSTREAM_ENV, tree_env
 
@@ -159,7 +160,11 @@ def runnable_in(tree: Path, tests: tuple[str, ...]) -> list[str]:
     (``FILE::NAME``, parameters or a class allowed) is left out where FILE does
     not define NAME: a test the series adds is absent from the pristine tree,
     and pytest runs nothing at all when a node id names a test it cannot find.
-    Files are passed as given (a missing file is pytest's error to report)."""
+    Files are passed as given (a missing file is pytest's error to report).
+    A test file is read as a fork's file is (harness.reading): one that is
+    not a regular file (a FIFO, a link to /dev/zero) or is larger than any
+    test file is cannot be read, and its single tests are left out, with a
+    warning."""
     from harness.submission.evidence import test_functions
 
     runnable = []
@@ -167,9 +172,17 @@ def runnable_in(tree: Path, tests: tuple[str, ...]) -> list[str]:
         path, _, name = test.partition("::")
         if name:
             try:
-                text = (tree / path).read_text(encoding="utf-8", errors="replace")
-                defined = name.split("[", 1)[0] in test_functions(text)
-            except OSError:
+                text = read_bounded(tree / path, TEST_FILE_MAX_BYTES, what="test file")
+                defined = name.split("[", 1)[0] in test_functions(
+                    text.decode("utf-8", "replace")
+                )
+            except FileNotFoundError:
+                defined = False
+            except (OSError, Refused) as exc:
+                warning(
+                    f"{tree / path}: cannot be read ({_why(exc)}); its single "
+                    f"tests are left out"
+                )
                 defined = False
             except SyntaxError:  # pytest reports the file as it is
                 defined = True
@@ -177,6 +190,14 @@ def runnable_in(tree: Path, tests: tuple[str, ...]) -> list[str]:
                 continue
         runnable.append(test)
     return runnable
+
+
+# The most of a test file that is read: vLLM's largest is well under 1 MiB.
+TEST_FILE_MAX_BYTES = 16 << 20
+
+
+def _why(exc: Exception) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
 
 
 def for_tier(target: Target, tier: str, tests: tuple[str, ...]) -> list[str]:

@@ -122,6 +122,21 @@ def test_a_package_file_that_is_a_fifo_is_refused_not_waited_on(site, tmp_path, 
     )
 
 
+@pytest.mark.hostile
+def test_a_record_larger_than_any_is_read_no_further(
+    site, tmp_path, capsys, monkeypatch
+):
+    from harness.installed import package_files
+
+    record = site / INFO / "RECORD"
+    monkeypatch.setattr(package_files, "FILE_MAX_BYTES", record.stat().st_size - 1)
+    line = refused_line(capsys, "status")
+    assert line == (
+        f"error: {record} is larger than {record.stat().st_size - 1} bytes, which "
+        f"no file of an installed vllm is; reinstall it with pip"
+    )
+
+
 # --------------------------------------------------------------------------
 # The receipt is valid data before anything is trusted
 # --------------------------------------------------------------------------

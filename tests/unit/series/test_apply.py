@@ -336,6 +336,21 @@ def test_onto_reads_the_version_of_an_untagged_checkout_from_the_tree(
     assert "is vLLM 0.33.0 (vllm/_version.py), but" in capsys.readouterr().err
 
 
+@pytest.mark.hostile
+def test_onto_reads_no_version_file_larger_than_any_is(tmp_path, monkeypatch, capsys):
+    from harness.series import checkout_version
+
+    sdist_pinned_series(tmp_path, monkeypatch)
+    fork = make_fork(tmp_path)
+    version = "__version__ = version = '0.33.0'\n"
+    (fork / "vllm" / "_version.py").write_text(version + "#" * 1000 + "\n")
+    commit_all(fork, "version")
+    monkeypatch.setattr(checkout_version, "VERSION_FILE_MAX_BYTES", 1000)
+    monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 0
+    assert "warning: cannot tell which vLLM" in capsys.readouterr().err
+
+
 def test_onto_the_target_release_applies_and_says_which_it_found(
     tmp_path, monkeypatch, capsys
 ):

@@ -269,7 +269,7 @@ def test_sequence_numbers_that_do_not_match_the_capture_are_unreadable(tmp_path)
     result = harness("check-stream", path)
     assert result.returncode == UnreadableStream.exit_code
     assert result.stderr == (
-        f"error: {path}.seq: 2 sequence number(s) for the 1 payload(s) of "
+        f"error: {path}.seq: more than 1 sequence number(s) for the 1 payload(s) of "
         f"{path}; they do not belong together\n"
     )
 
@@ -315,6 +315,45 @@ def test_a_sequence_file_that_is_not_a_file_is_unreadable_not_ignored(
         f"dangling link), so the sequence numbers of {path} cannot be read; move "
         f"it away to check {path} without them\n"
     )
+
+
+@pytest.mark.hostile
+def test_a_sequence_file_of_one_endless_line_is_read_no_further(tmp_path, capsys):
+    from support.files import sparse_file
+
+    from harness import cli
+
+    path = write(tmp_path, payload(stored([1], None)))
+    sparse_file(tmp_path / "stream.bin.seq")
+    assert cli.main(["check-stream", path]) == UnreadableStream.exit_code
+    assert capsys.readouterr().err == (
+        f"error: {path}.seq: line 1 is longer than 64 bytes\n"
+    )
+
+
+@pytest.mark.hostile
+def test_a_sequence_file_is_read_no_further_than_its_capture_needs(
+    tmp_path, capsys, monkeypatch
+):
+    from harness import cli, reading
+
+    lines_read = []
+    real = reading.bounded_lines
+
+    def counted(stream, longest, most):
+        for line in real(stream, longest, most):
+            lines_read.append(line)
+            yield line
+
+    monkeypatch.setattr("harness.contract.subscribe.bounded_lines", counted)
+    path = write(tmp_path, payload(stored([1], None)) + payload(stored([2], 1)))
+    (tmp_path / "stream.bin.seq").write_text("".join(f"{n}\n" for n in range(1000)))
+    assert cli.main(["check-stream", path]) == UnreadableStream.exit_code
+    assert capsys.readouterr().err == (
+        f"error: {path}.seq: more than 2 sequence number(s) for the 2 payload(s) "
+        f"of {path}; they do not belong together\n"
+    )
+    assert len(lines_read) == 3
 
 
 def test_witnesses_are_bounded_and_every_violation_counted(tmp_path):

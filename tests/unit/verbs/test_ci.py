@@ -271,7 +271,7 @@ def test_summary_of_only_missing_reports_has_no_table(tmp_path):
         ("{", "not JSON (Expecting property name enclosed in double quotes: "),
         ("[1, 2]", "a JSON list, not an object"),
         ('{"target": "main"}', "no field 'conformance'"),
-        (None, "Is a directory"),
+        (None, "a directory, not a regular file"),
     ],
     ids=["not-json", "a-list", "missing-fields", "a-directory"],
 )

@@ -3,6 +3,7 @@ status before any work, and a run that cannot write its files leaves them
 as they were."""
 
 import pytest
+from support.files import sparse_file
 
 from harness import cli
 from harness.errors import OutputError
@@ -264,9 +265,16 @@ def test_capture_refuses_an_out_it_could_only_destroy_or_never_write(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_report_that_never_ends_is_read_no_further_than_any_report(capsys):
+def test_a_report_that_never_ends_is_never_read(capsys):
     assert cli.main(["ci", "summary", "/dev/zero"]) == 9
     assert capsys.readouterr().err == (
-        "error: /dev/zero: not a verdict of `python -m harness test`: not JSON "
-        "(larger than 64 MiB, which no report is)\n"
+        "error: /dev/zero: a character device, not a regular file\n"
+    )
+
+
+def test_a_report_larger_than_any_is_read_no_further(tmp_path, capsys):
+    huge = sparse_file(tmp_path / "huge.json")
+    assert cli.main(["ci", "summary", str(huge)]) == 9
+    assert capsys.readouterr().err == (
+        f"error: {huge}: larger than 64 MiB, which no report is\n"
     )
