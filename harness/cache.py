@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from harness.errors import CacheError, OutputError
-from harness.log import progress, warning
+from harness.log import progress, shown, warning
 
 
 def root() -> Path:
@@ -105,7 +105,7 @@ def lock(name: str) -> Iterator[None]:
             holder = os.pread(descriptor, 1024, 0).decode("utf-8", "replace").strip()
             progress(
                 f"waiting for {name} in the harness cache, which another run "
-                f"holds ({holder or 'it has not said which'})"
+                f"holds ({shown(holder) or 'it has not said which'})"
             )
             fcntl.flock(descriptor, fcntl.LOCK_EX)
         os.ftruncate(descriptor, 0)

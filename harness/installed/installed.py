@@ -36,6 +36,7 @@ from pathlib import Path
 from harness import cache, processes
 from harness.errors import PackageError
 from harness.installed.package_files import file_digest, no_link_below, read_record
+from harness.log import shown
 from harness.targets import Target
 
 RECORD = "RECORD"
@@ -140,8 +141,8 @@ def _answer(python: str, answer) -> Installed:
 
     def text(value, what: str, optional: bool = False, path: bool = True):
         plain = isinstance(value, str) and value and "\0" not in value
-        if plain and (not path or value.startswith("/")):
-            return value
+        if plain and (value.startswith("/") if path else shown(value) == value):
+            return value  # a name or version has no control character
         if value is None and optional:
             return None
         raise ProbeError(f"{python} answered the probe with a bad {what}")

@@ -318,6 +318,7 @@ def format_report(checked: Checked) -> list[str]:
             lines.append(f"    ... {found - len(witnesses.get(rule, []))} more")
     if len(checker.view_kinds) > 1:  # a line per group, clean or not
         from harness.contract.checker import view_order
+        from harness.log import shown
 
         lines.append("  by view (medium, group, kind): violations at events")
         by_view = checker.counts_by_view()
@@ -326,5 +327,6 @@ def format_report(checked: Checked) -> list[str]:
             found = ", ".join(f"{rule} {count}" for rule, count in rules.items())
             medium, group = key
             kind = checker.view_kinds[key]
-            lines.append(f"    {medium} group {group} ({kind}): {found or 'none'}")
+            view = f"{shown(str(medium))} group {group} ({shown(str(kind))})"
+            lines.append(f"    {view}: {found or 'none'}")
     return lines

@@ -197,9 +197,12 @@ def _table_line(cells) -> str:
 
 def _cell(text: str) -> str:
     """A cell that stays one cell of one row, whatever a report holds: its
-    pipes escaped, its line breaks <br>, no HTML tag of its own."""
-    text = text.replace("<", "&lt;").replace("|", "\\|")
-    return "<br>".join(text.splitlines()) if text else text
+    pipes escaped, its line breaks <br>, no HTML tag of its own, no terminal
+    escape (harness.log.shown)."""
+    from harness.log import shown
+
+    lines = (shown(line).replace("<", "&lt;") for line in text.splitlines())
+    return "<br>".join(line.replace("|", "\\|") for line in lines)
 
 
 def _one_line(text: str) -> str:

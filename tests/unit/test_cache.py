@@ -3,6 +3,12 @@ import pytest
 from harness import cache
 
 
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
 def test_cache_dir_follows_override_then_xdg(monkeypatch, tmp_path):
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "own"))
     assert cache.root() == tmp_path / "own"
@@ -61,6 +67,25 @@ def test_a_run_waiting_for_a_lock_says_for_whom(monkeypatch, tmp_path, capsys):
     assert err.startswith(
         f"harness: waiting for tree-x in the harness cache, which another run "
         f"holds (pid {holder.pid}, python -m harness fetch --target main, since "
+    )
+
+
+@pytest.mark.hostile
+def test_a_lock_holder_note_is_shown_without_its_escapes(cache_dir, capsys):
+    import fcntl
+    import os
+    import threading
+
+    path = cache.directory(cache_dir / "locks") / "tree-x.lock"
+    held = os.open(path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    os.write(held, b"\x1b]0;PWNED\x07\x1b[31mRED\rFAKE: done\n")
+    threading.Timer(0.3, os.close, [held]).start()
+    with cache.lock("tree-x"):
+        pass
+    assert capsys.readouterr().err == (
+        "harness: waiting for tree-x in the harness cache, which another run "
+        "holds (\\x1b]0;PWNED\\x07\\x1b[31mRED\\rFAKE: done)\n"
     )
 
 

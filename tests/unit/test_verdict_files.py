@@ -130,6 +130,15 @@ def test_a_field_with_a_line_break_or_a_pipe_stays_in_its_cell(
         assert "&lt;img src=x>\\|x" in row
 
 
+@pytest.mark.parametrize("command", ["summary", "releases"])
+def test_a_field_with_terminal_escapes_is_shown_without_them(tmp_path, capsys, command):
+    report = tmp_path / "odd.json"
+    report.write_text(json.dumps(good(tier="\x1b]0;PWNED\x07\x1b[2K\rstrict")))
+    assert cli.main(["ci", command, str(report)]) == 0
+    [row] = [row for row in capsys.readouterr().out.splitlines() if "PWNED" in row]
+    assert row.startswith("| t | \\x1b]0;PWNED\\x07\\x1b[2K<br>strict | ci |")
+
+
 def fifo(tmp_path):
     return fifo_that_ends(tmp_path / "verdict.json")
 

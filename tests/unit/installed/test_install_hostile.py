@@ -325,6 +325,37 @@ CASES = {
         19,
         "is /etc/hostname, not in a .dist-info directory of ",
     ),
+    "tier-with-lines-of-its-own": (
+        receipt_change(
+            lambda r: r.update(tier="strict\nRECORD: all 9999 files of vllm/ are ok")
+        ),
+        ["status"],
+        19,
+        "('tier' is 'strict\\nRECORD: all 9999 files of vllm/ are ok', not a tier "
+        "(default, strict))",
+    ),
+    "target-with-escapes": (
+        receipt_change(lambda r: r.update(target="\x1b[2K\rmain")),
+        ["uninstall"],
+        19,
+        "('target' is '\\x1b[2K\\rmain', not a target's name)",
+    ),
+    "release-with-a-space": (
+        receipt_change(lambda r: r.update(release="9.9.9 (ok)")),
+        ["status"],
+        19,
+        "('release' is '9.9.9 (ok)', not a release)",
+    ),
+    "probe-name-with-escapes": (
+        answer(
+            lambda site: probe_answer(site, None).replace(
+                '"name": "vllm"', '"name": "vllm\\u001b]0;PWNED\\u0007"'
+            )
+        ),
+        ["status", "--python", "PYTHON"],
+        19,
+        "answered the probe with a bad distribution name",
+    ),
     "stale-holder-note": (
         stale_holder_note,
         ["install", "--target", "t"],
@@ -345,6 +376,7 @@ def entries(cached: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in cached.items() if not k.startswith("locks/")}
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_hostile_input_ends_in_one_line_and_changes_nothing_it_does_not_own(
     site, tmp_path, capsys, case
@@ -366,3 +398,13 @@ def test_a_hostile_input_ends_in_one_line_and_changes_nothing_it_does_not_own(
     assert said in line
     if before is not None:
         assert snapshot(tmp_path) == before
+
+
+@pytest.mark.hostile
+def test_a_holder_note_is_shown_without_its_escapes(site, tmp_path):
+    from harness.installed.installation import _holder_of
+
+    note = site / INFO / ".harness-scratch-holder-1-aaaa"
+    note.mkdir()
+    (note / "holder").write_text("\x1b]0;PWNED\x07\x1b[31mRED\rFAKE: done\n")
+    assert _holder_of(site / INFO) == "\\x1b]0;PWNED\\x07\\x1b[31mRED\\rFAKE: done"

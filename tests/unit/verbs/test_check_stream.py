@@ -50,6 +50,22 @@ def test_violations_are_counted_per_view_when_there_are_several(tmp_path):
     ]
 
 
+@pytest.mark.hostile
+def test_a_medium_or_kind_with_escapes_is_shown_without_them(tmp_path):
+    data = payload(
+        stored([1], None, group=0, medium="\x1b[2K\rGPU", kind="a\nFAKE: 0"),
+        stored([2], None, group=1, kind="mamba"),
+    )
+    result = harness("check-stream", write(tmp_path, data))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    at = lines.index("  by view (medium, group, kind): violations at events")
+    assert lines[at + 1 :] == [
+        "    \\x1b[2K\\rGPU group 0 (a\\nFAKE: 0): none",
+        "    GPU group 1 (mamba): none",
+    ]
+
+
 def test_truncated_file_is_one_error_line_naming_the_offset(tmp_path):
     first = payload(stored([1], None))
     path = write(tmp_path, first + payload(stored([2], 1))[:-4])
