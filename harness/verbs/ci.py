@@ -168,12 +168,8 @@ def summary(reports: list[Path]) -> tuple[str, int]:
     rows, notes, unreadable = [], [], 0
     for report in reports:
         if not os.path.lexists(report):
-            notes.append(
-                _one_line(
-                    f"No verdict at `{report}`: the run stopped before writing "
-                    "one (see the job's log)."
-                )
-            )
+            missing = f"No verdict at `{report}`: the run stopped before writing one"
+            notes.append(_one_line(f"{missing} (see the job's log)."))
             continue
         try:
             row = read_verdict(report).row()
@@ -274,6 +270,7 @@ E2E_COLUMNS = (
     "machine",
 )
 STREAM_RULES = ("C1", "C2", "C3")
+OUTCOMES = ("exact", "over", "under")  # of a probe, which add up to the probes
 E2E_KIND = "e2e"
 
 
@@ -295,11 +292,15 @@ def read_e2e_report(path: Path) -> dict | None:
         for row in e2e_rows(data):
             _table_line(row)  # every cell is text
         _version_key(data["target"])
+        for label, session in data["sessions"].items():
+            for name in ("fidelity", "hash_set_fidelity"):
+                if why := _impossible(session.get(name)):
+                    raise ValueError(f"sessions.{label}.{name} {why}")
     except KeyError as exc:
         raise UnreadableInput(f"{path}: not an e2e report: no field {exc}") from None
     except (TypeError, AttributeError, ValueError, ArithmeticError) as exc:
         raise UnreadableInput(
-            f"{path}: not an e2e report: a field of the wrong kind ({exc})"
+            f"{path}: not an e2e report: a field of the wrong kind or value ({exc})"
         ) from None
     return data
 
@@ -311,6 +312,18 @@ def e2e_table(reports: list[dict]) -> str:
     for report in sorted(reports, key=lambda r: _version_key(r["target"])):
         lines += [_table_line(row) for row in e2e_rows(report)]
     return "\n".join(lines)
+
+
+def _impossible(tally: dict | None) -> str | None:
+    """Why no tally of probes is ``tally`` (a share over 100 % or below 0)."""
+    tally = tally or {}
+    for key, value in tally.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"has {key} {value!r}, not a count"
+    found = [f"{key} {tally.get(key, 0)}" for key in OUTCOMES]
+    if tally and sum(tally.get(key, 0) for key in OUTCOMES) != tally.get("probes"):
+        return f"has {', '.join(found)} of {tally.get('probes')} probes"
+    return None
 
 
 def _exact_cell(fidelity: dict | None) -> str:

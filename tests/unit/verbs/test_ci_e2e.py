@@ -233,3 +233,44 @@ def test_a_broken_e2e_report_is_one_line_and_status_9(tmp_path, capsys, change, 
     assert cli.main(["ci", "releases", str(path)]) == 9
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {path}: not an e2e report: {why}")
+
+
+def share(**counts):
+    def change(data):
+        fidelity = data["sessions"]["pristine"]["hash_set_fidelity"]
+        fidelity.update(counts)
+
+    return change
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (
+            share(probes=2, exact=5, over=0, under=0),
+            "sessions.pristine.hash_set_fidelity has exact 5, over 0, under 0 of 2 "
+            "probes",
+        ),
+        (
+            share(probes=-3, exact=7),
+            "sessions.pristine.hash_set_fidelity has probes -3, not a count",
+        ),
+        (
+            share(probes=True, exact=True, over=0, under=0),
+            "sessions.pristine.hash_set_fidelity has probes True, not a count",
+        ),
+    ],
+    ids=["exact-over-probes", "negative-probes", "probes-true"],
+)
+def test_an_impossible_share_is_refused_not_rendered(tmp_path, capsys, change, why):
+    data = an_end_to_end().as_json()
+    change(data)
+    path = tmp_path / "e2e-0.28.json"
+    path.write_text(json.dumps(data))
+    assert cli.main(["ci", "releases", str(path)]) == 9
+    assert capsys.readouterr() == (
+        "",
+        f"error: {path}: not an e2e report: a field of the wrong kind or value "
+        f"({why})\n",
+    )
