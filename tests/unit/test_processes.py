@@ -165,6 +165,39 @@ def test_a_bounded_child_that_floods_is_ended_at_the_cap(stream):
     assert ended.value.bound == stream
 
 
+@pytest.mark.hostile
+def test_a_bounded_child_past_its_memory_fails_to_allocate_and_says_so():
+    """It would take 2 GiB at once; bounded to 256 MiB, it cannot."""
+    from harness import processes
+
+    script = "x = bytearray(2 << 30)\nprint('allocated')\n"
+    with pytest.raises(processes.BoundExceeded) as ended:
+        processes.run_bounded(
+            [sys.executable, "-c", script],
+            timeout_s=60,
+            max_bytes=1 << 20,
+            max_memory=256 << 20,
+        )
+    assert str(ended.value) == (
+        f"{sys.executable} needed more than the 256 MiB of memory it may use; it "
+        f"ended with MemoryError"
+    )
+    assert ended.value.bound == "memory"
+
+
+def test_a_bounded_child_within_its_memory_runs_as_any_other():
+    from harness import processes
+
+    script = "x = bytearray(64 << 20)\nprint(len(x))\n"
+    result = processes.run_bounded(
+        [sys.executable, "-c", script],
+        timeout_s=60,
+        max_bytes=100,
+        max_memory=512 << 20,
+    )
+    assert (result.returncode, result.stdout) == (0, f"{64 << 20}\n")
+
+
 def test_a_bounded_child_that_ends_but_leaves_its_output_open_is_bounded():
     """A child whose own child keeps stdout open: the wait is bounded too."""
     from harness import processes

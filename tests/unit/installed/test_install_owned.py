@@ -318,6 +318,40 @@ def test_a_record_the_probe_cannot_read_is_one_line(site, capsys):
     assert " exited 1: UnicodeDecodeError: 'utf-8' codec can't decode " in line
 
 
+@pytest.mark.hostile
+def test_a_record_of_gigabytes_bounds_the_probe_not_the_machine(
+    site, capsys, monkeypatch
+):
+    """The issue's case: a 3 GB sparse RECORD grew the probe to 6.3 GB; now
+    its address space is bounded (here to 256 MiB) and it fails at once."""
+    from harness.installed import installed
+
+    monkeypatch.setattr(installed, "PROBE_MAX_MEMORY", 256 << 20)
+    record = site / INFO / "RECORD"
+    with record.open("r+b") as stream:
+        stream.truncate(400 << 20)
+    line = refused_line(capsys, "status")
+    assert line.startswith("error: asked where its vllm is, ")
+    assert line.endswith(
+        " needed more than the 256 MiB of memory it may use; it ended with "
+        "MemoryError"
+    )
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("relative", ["bin/python", "./bin/python"])
+def test_a_relative_python_is_taken_from_the_working_directory(
+    site, tmp_path, monkeypatch, capsys, relative
+):
+    import sys
+
+    a_python(tmp_path, f'exec {sys.executable} "$@"')
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run_verb(capsys, "status", "--python", relative)
+    assert status == 0, err
+    assert out.startswith(f"vllm 9.9.9 in {site}, for ")
+
+
 # --------------------------------------------------------------------------
 # One installation at a time
 # --------------------------------------------------------------------------
