@@ -333,8 +333,7 @@ def test_a_record_of_gigabytes_bounds_the_probe_not_the_machine(
     line = refused_line(capsys, "status")
     assert line.startswith("error: asked where its vllm is, ")
     assert line.endswith(
-        " needed more than the 256 MiB of memory it may use; it ended with "
-        "MemoryError"
+        " needed more than the 256 MiB of memory it may use; it ended with MemoryError"
     )
 
 
