@@ -40,37 +40,46 @@ _COMPLETED = (0, 1)
 _WORST_FIRST = ("error", "failed", "skipped", "passed")
 _JUNIT_TAGS = (("error", "error"), ("failure", "failed"), ("skipped", "skipped"))
 PROGRESS_EVERY_S = 5.0
-# pytest -v's line for a test's outcome: "[gw0] [ 10%] PASSED NODE" with xdist,
-# "NODE PASSED [ 10%]" or "NODE SKIPPED (reason) [ 10%]" without; its summary
-# lines ("FAILED NODE - ...") are not.
-_OUTCOME_LINE = re.compile(
-    r"^\[gw\d+\] \[\s*\d+%\] ([A-Z]+) |^\S+ ([A-Z]+)\b.* \[\s*\d+%\]$"
-)
+# pytest -v's words for a test's outcome, as the verdict counts them (the
+# JUnit file it reads: an xfail is skipped, an error failed).
 _OUTCOME_WORDS = {
     "PASSED": "passed",
+    "XPASS": "passed",
     "FAILED": "failed",
-    "ERROR": "errors",
+    "ERROR": "failed",
     "SKIPPED": "skipped",
-    "XFAIL": "xfailed",
-    "XPASS": "xpassed",
+    "XFAIL": "skipped",
 }
+_WORD = "|".join(_OUTCOME_WORDS)
+_COUNTED = ("passed", "failed", "skipped")
+# pytest -v's line for a test's outcome: "[gw0] [ 10%] PASSED NODE" with xdist,
+# "NODE PASSED [ 10%]" or "NODE SKIPPED (reason) [ 10%]" without, where NODE's
+# parameters may hold spaces ("test_x[partial x128, events off]"); its summary
+# lines ("FAILED NODE - ...") are not.
+_OUTCOME_LINE = re.compile(
+    rf"^\[gw\d+\] \[\s*\d+%\] ({_WORD}) (.+)$|^(\S.*?) ({_WORD})\b.* \[\s*\d+%\]$"
+)
 
 
 class Tally:
-    """Outcomes counted from pytest -v's lines as they come."""
+    """Outcomes counted from pytest -v's lines as they come: a test's worst
+    (a pass then an error at teardown is one failed test), in the verdict's
+    words, so that the last progress line and the verdict's row agree."""
 
     def __init__(self):
-        self.counts: Counter = Counter()
+        self.outcomes: dict[str, str] = {}
 
     def see(self, line: str) -> None:
         if match := _OUTCOME_LINE.match(line.rstrip("\n")):
-            word = _OUTCOME_WORDS.get(match[1] or match[2])
-            if word:
-                self.counts[word] += 1
+            word, node = (match[1], match[2]) if match[1] else (match[4], match[3])
+            found = _OUTCOME_WORDS[word]
+            earlier = self.outcomes.get(node.strip(), found)
+            self.outcomes[node.strip()] = min(earlier, found, key=_WORST_FIRST.index)
 
     def __str__(self) -> str:
+        counts = Counter(self.outcomes.values())
         found = [
-            f"{self.counts[w]} {w}" for w in _OUTCOME_WORDS.values() if self.counts[w]
+            f"{counts[w]} {w}" for w in ("passed", "failed", "skipped") if counts[w]
         ]
         return ", ".join(found) or "no test done"
 
