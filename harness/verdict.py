@@ -215,6 +215,22 @@ class Verdict:
         return lines
 
 
+def table_line(cells) -> str:
+    """A row of a Markdown table (`python -m harness ci`), each cell one cell
+    whatever a report holds."""
+    return "| " + " | ".join(map(_cell, cells)) + " |"
+
+
+def _cell(text: str) -> str:
+    """A cell that stays one cell of one row: its pipes escaped, its line
+    breaks <br>, no HTML tag of its own, no terminal escape
+    (harness.log.shown)."""
+    from harness.log import shown
+
+    lines = (shown(line).replace("<", "&lt;") for line in text.splitlines())
+    return "<br>".join(line.replace("|", "\\|") for line in lines)
+
+
 def _outcome(outcome: str | tuple[str, str]) -> str:
     return outcome if isinstance(outcome, str) else " -> ".join(outcome)
 

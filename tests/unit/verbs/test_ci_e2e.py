@@ -10,11 +10,12 @@ import pytest
 from harness import cli
 from harness.contract.checker import Violation
 from harness.engine.e2e import EndToEnd, write_report
+from harness.engine.e2e_table import E2E_COLUMNS, e2e_table
 from harness.engine.judge import SessionReport
 from harness.engine.session import Session
 from harness.installed.overlay import Overlay
 from harness.routers.fidelity import Tally
-from harness.verbs.ci import E2E_COLUMNS, RELEASE_COLUMNS, e2e_table
+from harness.verbs.ci import RELEASE_COLUMNS
 from harness.verdict import Conformance, Verdict
 
 PROVENANCE = {
