@@ -44,7 +44,7 @@ def register(parser) -> None:
     summary_parser = commands.add_parser(
         "summary", help="render verdict JSON reports as a Markdown table"
     )
-    summary_parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT")
+    summary_parser.add_argument("reports", nargs="*", type=Path, metavar="REPORT")
     summary_parser.set_defaults(run=print_summary)
     releases_parser = commands.add_parser(
         "releases",
@@ -53,8 +53,14 @@ def register(parser) -> None:
         "as its table of real engines (counts per rule and group per session, "
         "router fidelity), each row with its date, revision and machine",
     )
-    releases_parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT")
+    releases_parser.add_argument("reports", nargs="*", type=Path, metavar="REPORT")
     releases_parser.set_defaults(run=print_releases)
+    for command in (summary_parser, releases_parser):
+        command.epilog = (
+            "Without REPORT: this checkout's reports in the harness cache, each "
+            "verdict only if it was judged on this checkout's series and harness "
+            "code. A REPORT that records another tree is left out, with a line."
+        )
 
 
 def print_matrix(args) -> int:
@@ -70,8 +76,9 @@ def print_e2e_matrix(args) -> int:
 def print_summary(args) -> int:
     from harness.errors import UnreadableInput
 
-    table, unreadable = summary(args.reports)
-    print(table)
+    reports, found = _reports(args.reports)
+    table, unreadable = summary(reports, strict=found is not None)
+    print(_none_of_this_tree(found) if not table and found else table)
     return UnreadableInput.exit_code if unreadable else 0
 
 
@@ -79,16 +86,19 @@ def print_releases(args) -> int:
     """The tables of the reports that can be read; a line (status 9) for each
     that cannot, which never hides the others' rows."""
     from harness.errors import UnreadableInput
-    from harness.log import error
+    from harness.log import error, warning
     from harness.verdict import read_verdict
 
+    reports, found = _reports(args.reports)
     verdicts, engines, status = [], [], 0
-    for report in args.reports:
+    for report in reports:
         try:
             if (e2e := read_e2e_report(report)) is not None:
                 engines.append(e2e)
+            elif why := _left_out(verdict := read_verdict(report), bool(found)):
+                warning(f"the verdict {report} is not of this tree ({why}); left out")
             else:
-                verdicts.append(read_verdict(report))
+                verdicts.append(verdict)
         except UnreadableInput as exc:
             error(str(exc))
             status = UnreadableInput.exit_code
@@ -99,7 +109,45 @@ def print_releases(args) -> int:
         tables.append(e2e_table(engines))
     if tables:
         print("\n\n".join(tables))
+    elif found is not None:
+        warning(_none_of_this_tree(found))
     return status
+
+
+def _reports(given: list[Path]) -> tuple[list[Path], Path | None]:
+    """The reports to render: those given; else every report in this
+    checkout's folder of the cache, and that folder."""
+    if given:
+        return given, None
+    from harness import cache
+
+    found = cache.reports()
+    return sorted(found.glob("*.json")) if found.is_dir() else [], found
+
+
+def _none_of_this_tree(found: Path) -> str:
+    return (
+        f"No report of this checkout's tree in {found}: `python -m harness test` "
+        f"writes one."
+    )
+
+
+def _left_out(verdict, strict: bool) -> str | None:
+    """Why ``verdict`` is left out of a table: it was not judged on this
+    checkout's tree (harness.series.judged). One found in this checkout's
+    reports (``strict``) must record this tree; one given by name that
+    records no tree (an older one) is rendered as it is."""
+    from harness.errors import UserError
+    from harness.series.judged import TREE_KEYS, not_of_tree, tree_key
+    from harness.targets import get_target
+
+    if not strict and not any(key in verdict.provenance for key in TREE_KEYS):
+        return None
+    try:
+        key = tree_key(get_target(verdict.target), verdict.tier)
+    except UserError as exc:
+        return f"this checkout cannot tell: {exc}"
+    return not_of_tree(verdict.provenance, key)
 
 
 def matrix(targets: dict[str, Target]) -> dict:
@@ -158,10 +206,11 @@ def tox_environments(targets: dict[str, Target]) -> dict[str, tuple[str, dict]]:
     return environments
 
 
-def summary(reports: list[Path]) -> tuple[str, int]:
-    """A Markdown table with a row per report, then a line per missing or
-    unreadable report; and how many were unreadable (each a line on stderr
-    too). A bad report never hides the rows of the good ones."""
+def summary(reports: list[Path], strict: bool = False) -> tuple[str, int]:
+    """A Markdown table with a row per report, then a line per missing,
+    unreadable or left-out report (`_left_out`; ``strict``: reports this
+    checkout's cache holds); and how many were unreadable (each a line on
+    stderr too). A bad report never hides the rows of the good ones."""
     from harness.errors import UnreadableInput
     from harness.log import error
     from harness.verdict import read_verdict
@@ -173,12 +222,17 @@ def summary(reports: list[Path]) -> tuple[str, int]:
             notes.append(_one_line(f"{missing} (see the job's log)."))
             continue
         try:
-            row = read_verdict(report).row()
+            verdict = read_verdict(report)
         except UnreadableInput as exc:
             error(str(exc))
             notes.append(_one_line(f"Unreadable verdict at `{report}`: {exc}"))
             unreadable += 1
             continue
+        if why := _left_out(verdict, strict):
+            left_out = f"Verdict at `{report}` is not of this tree: {why}."
+            notes.append(_one_line(left_out))
+            continue
+        row = verdict.row()
         rows.append([row[column] for column in COLUMNS])
     lines = []
     if rows:
@@ -189,7 +243,9 @@ def summary(reports: list[Path]) -> tuple[str, int]:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.splitlines())
+    from harness.log import shown
+
+    return shown(" ".join(text.splitlines()))
 
 
 # A verdict's row up to its added tests, then the conformance suite's.

@@ -232,3 +232,26 @@ def test_the_harness_still_builds_its_own_patched_tree_in_the_cache(
     tree = cached_patched_tree(target, "default")
     assert tree.parent == cache / "patched"
     assert (tree / "vllm" / "events" / "ancestry.py").read_text() == "FILLED = 1\n"
+
+
+@pytest.mark.hostile
+def test_each_checkout_has_its_own_reports_and_logs(cache_dir, tmp_path, monkeypatch):
+    from harness import checkout
+
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "one")
+    places = {}
+    for name in ("one", "two", "link"):
+        monkeypatch.setattr(checkout, "root", lambda name=name: tmp_path / name)
+        places[name] = (cache.report("t", "default", "ci"), cache.log("t-ci-pristine"))
+    assert places["one"] == places["link"]  # the checkout's real path
+    assert places["one"][0] != places["two"][0]
+    assert places["one"][1] != places["two"][1]
+    for report, log in places.values():
+        assert report.is_relative_to(cache_dir / "checkouts")
+        assert report.parent.parent == log.parent.parent
+    monkeypatch.setattr(checkout, "root", lambda: tmp_path / "two")
+    assert (cache.claim_checkout_dir() / "checkout").read_text() == (
+        f"{tmp_path / 'two'}\n"
+    )

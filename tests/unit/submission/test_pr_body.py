@@ -152,7 +152,7 @@ def test_export_writes_the_trees_template_or_the_built_in_one(
         write_tree(
             tmp_path / "pristine", {".github/PULL_REQUEST_TEMPLATE.md": OLD_TEMPLATE}
         )
-    write_verdict(cache / "reports" / "t-default-ci.json")
+    write_verdict()
     out = tmp_path / "out"
     assert export(out) == 0
     body = (out / "pr-body.md").read_text()
