@@ -17,6 +17,7 @@ def test_cache_dir_follows_override_then_xdg(monkeypatch, tmp_path):
     assert cache.root() == tmp_path / "xdg" / "vllm-kv-series"
 
 
+@pytest.mark.hostile
 def test_a_cache_that_is_a_symlink_loop_is_one_line(monkeypatch, tmp_path, capsys):
     from harness import cli
 
@@ -108,6 +109,7 @@ def _cache_refused(monkeypatch, tmp_path, capsys, **env) -> str:
     return err
 
 
+@pytest.mark.hostile
 def test_an_empty_home_is_refused_not_taken_for_root(monkeypatch, tmp_path, capsys):
     err = _cache_refused(monkeypatch, tmp_path, capsys, HOME="")
     assert err == (
@@ -116,11 +118,13 @@ def test_an_empty_home_is_refused_not_taken_for_root(monkeypatch, tmp_path, caps
     )
 
 
+@pytest.mark.hostile
 def test_a_relative_home_is_refused(monkeypatch, tmp_path, capsys):
     err = _cache_refused(monkeypatch, tmp_path, capsys, HOME="home")
     assert err.startswith("error: HOME is a relative path (home), so the harness ")
 
 
+@pytest.mark.hostile
 def test_a_relative_xdg_cache_home_is_refused(monkeypatch, tmp_path, capsys):
     err = _cache_refused(monkeypatch, tmp_path, capsys, HOME="", XDG_CACHE_HOME="c")
     assert err == (
@@ -183,6 +187,7 @@ def _trees(cache_dir):
         "workloads",
     ],
 )
+@pytest.mark.hostile
 def test_no_verb_writes_into_the_caches_trees(
     tmp_path, monkeypatch, capsys, cache, argv, where, option
 ):
@@ -209,6 +214,7 @@ def test_no_verb_writes_into_the_caches_trees(
 
 
 @pytest.mark.parametrize("module", ["harness.verbs.test", "harness.engine.e2e"])
+@pytest.mark.hostile
 def test_a_report_inside_the_caches_trees_is_refused(cache, module):
     import importlib
 

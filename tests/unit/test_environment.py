@@ -23,6 +23,7 @@ def run_harness(*args, **options) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.hostile
 def test_a_closed_stdout_ends_the_verb_as_a_closed_pipe_does():
     result = run_harness(
         "targets", stdout=subprocess.DEVNULL, preexec_fn=lambda: os.close(1)
@@ -31,6 +32,7 @@ def test_a_closed_stdout_ends_the_verb_as_a_closed_pipe_does():
     assert result.stderr == b""
 
 
+@pytest.mark.hostile
 def test_a_closed_stdout_is_never_reused_for_a_file_the_harness_opens(tmp_path):
     probe = (
         "import os, sys\n"
@@ -50,6 +52,7 @@ def test_a_closed_stdout_is_never_reused_for_a_file_the_harness_opens(tmp_path):
     assert int(result.stderr) > 2
 
 
+@pytest.mark.hostile
 def test_a_full_stdout_is_one_line_and_status_11():
     with open("/dev/full", "w") as full:
         result = run_harness("targets", stdout=full)
@@ -59,6 +62,7 @@ def test_a_full_stdout_is_one_line_and_status_11():
     )
 
 
+@pytest.mark.hostile
 def test_a_file_name_that_is_not_utf8_is_printed_as_its_bytes(tmp_path):
     name = os.fsencode(tmp_path) + b"/\xff-capture.bin"
     open(name, "wb").close()
@@ -86,6 +90,7 @@ def test_a_program_missing_from_path_is_one_line(monkeypatch, tmp_path):
         processes.run(["git", "--version"], cwd=tmp_path / "missing")
 
 
+@pytest.mark.hostile
 def test_output_that_is_not_utf8_reaches_the_harness_as_surrogates():
     result = processes.run([sys.executable, "-c", "import os; os.write(1, b'\\xff')"])
     assert result.stdout == "\udcff"
@@ -127,6 +132,7 @@ def run_as_module(prelude: str, signum: int) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.hostile
 def test_a_stop_signal_as_the_harness_exits_leaves_the_verbs_status():
     # The signal lands while the interpreter exits, after main returned: as
     # it did once in eight runs of `fetch`, which then died by SIGINT.
@@ -139,6 +145,7 @@ def test_a_stop_signal_as_the_harness_exits_leaves_the_verbs_status():
     assert b"main" in result.stdout
 
 
+@pytest.mark.hostile
 def test_an_error_quotes_at_most_a_few_thousand_characters(monkeypatch, capsys):
     def flood(args):
         raise errors.ExportError("cannot copy:\n" + "a/file: No space left\n" * 200_000)
@@ -159,6 +166,7 @@ def test_an_error_quotes_at_most_a_few_thousand_characters(monkeypatch, capsys):
         (signal.SIGINT, b"error: interrupted (Ctrl-C)\n"),
     ],
 )
+@pytest.mark.hostile
 def test_a_stop_signal_while_the_harness_loads_is_its_status(signum, line):
     # The signal lands as harness.cli is imported, before main runs.
     result = run_as_module(

@@ -20,6 +20,8 @@ from support.installed import (
 
 from harness.installed.overlay import digest
 
+pytestmark = pytest.mark.hostile
+
 INFO = "vllm-9.9.9.dist-info"
 RECEIPT = f"{INFO}/kv-events-series"
 POOL = "vllm/v1/core/block_pool.py"
@@ -376,7 +378,6 @@ def entries(cached: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in cached.items() if not k.startswith("locks/")}
 
 
-@pytest.mark.hostile
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_hostile_input_ends_in_one_line_and_changes_nothing_it_does_not_own(
     site, tmp_path, capsys, case
@@ -400,7 +401,6 @@ def test_a_hostile_input_ends_in_one_line_and_changes_nothing_it_does_not_own(
         assert snapshot(tmp_path) == before
 
 
-@pytest.mark.hostile
 def test_a_holder_note_is_shown_without_its_escapes(site, tmp_path):
     from harness.installed.installation import _holder_of
 

@@ -16,6 +16,8 @@ from support.installed import (
 
 from harness.installed.overlay import digest
 
+pytestmark = pytest.mark.hostile
+
 CORE = "vllm/v1/core"
 INFO = "vllm-9.9.9.dist-info"
 
@@ -122,7 +124,6 @@ def test_a_package_file_that_is_a_fifo_is_refused_not_waited_on(site, tmp_path, 
     )
 
 
-@pytest.mark.hostile
 def test_a_record_larger_than_any_is_read_no_further(
     site, tmp_path, capsys, monkeypatch
 ):
@@ -318,7 +319,6 @@ def test_a_record_the_probe_cannot_read_is_one_line(site, capsys):
     assert " exited 1: UnicodeDecodeError: 'utf-8' codec can't decode " in line
 
 
-@pytest.mark.hostile
 def test_a_record_of_gigabytes_bounds_the_probe_not_the_machine(
     site, capsys, monkeypatch
 ):
@@ -337,7 +337,6 @@ def test_a_record_of_gigabytes_bounds_the_probe_not_the_machine(
     )
 
 
-@pytest.mark.hostile
 @pytest.mark.parametrize("relative", ["bin/python", "./bin/python"])
 def test_a_relative_python_is_taken_from_the_working_directory(
     site, tmp_path, monkeypatch, capsys, relative

@@ -125,6 +125,7 @@ def test_a_dest_inside_a_path_source_is_refused_at_once(tmp_path, monkeypatch, c
     assert not dest.exists()
 
 
+@pytest.mark.hostile
 def test_a_dest_that_is_a_dangling_symlink_is_one_line(tmp_path, monkeypatch, capsys):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     dest = tmp_path / "link"
@@ -137,6 +138,7 @@ def test_a_dest_that_is_a_dangling_symlink_is_one_line(tmp_path, monkeypatch, ca
     assert not (tmp_path / "nowhere").exists()
 
 
+@pytest.mark.hostile
 def test_a_dest_whose_name_is_too_long_is_one_line(tmp_path, monkeypatch, capsys):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     dest = tmp_path / ("y" * 300) / "patched"
@@ -151,6 +153,7 @@ def test_a_dest_whose_name_is_too_long_is_one_line(tmp_path, monkeypatch, capsys
     ]
 
 
+@pytest.mark.hostile
 def test_a_dest_under_a_read_only_parent_is_one_line(tmp_path, monkeypatch, capsys):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     dest = unwritable_directory(tmp_path) / "patched"
@@ -261,6 +264,7 @@ def test_onto_applies_in_place(tmp_path, monkeypatch, method):
     assert " M vllm/block_pool.py" in git("status", "--porcelain", cwd=fork)
 
 
+@pytest.mark.hostile
 def test_onto_refuses_a_dirty_fork(tmp_path, monkeypatch, capsys):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     fork = make_fork(tmp_path)
@@ -281,6 +285,7 @@ def test_onto_refuses_a_directory_that_is_not_a_checkout(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("method", METHODS)
+@pytest.mark.hostile
 def test_onto_rolls_back_when_a_later_patch_fails(tmp_path, monkeypatch, method):
     patches = {**GOOD_PATCHES, "0005-bad.patch": STALE}
     target = make_series(
@@ -307,6 +312,7 @@ def commit_all(fork, message):
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message, cwd=fork)
 
 
+@pytest.mark.hostile
 def test_onto_a_checkout_of_another_release_is_refused_naming_it(
     tmp_path, monkeypatch, capsys
 ):
@@ -325,6 +331,7 @@ def test_onto_a_checkout_of_another_release_is_refused_naming_it(
     assert tree_files(fork) == before
 
 
+@pytest.mark.hostile
 def test_onto_reads_the_version_of_an_untagged_checkout_from_the_tree(
     tmp_path, monkeypatch, capsys
 ):
@@ -363,6 +370,7 @@ def test_onto_the_target_release_applies_and_says_which_it_found(
     assert (fork / "vllm" / "events" / "ancestry.py").is_file()
 
 
+@pytest.mark.hostile
 def test_onto_a_checkout_of_unknown_version_is_a_warning(tmp_path, monkeypatch, capsys):
     sdist_pinned_series(tmp_path, monkeypatch)
     fork = make_fork(tmp_path)
@@ -375,6 +383,7 @@ def test_onto_a_checkout_of_unknown_version_is_a_warning(tmp_path, monkeypatch, 
     ) in capsys.readouterr().err
 
 
+@pytest.mark.hostile
 def test_onto_a_checkout_not_based_on_the_pinned_commit_is_refused(
     tmp_path, monkeypatch, capsys
 ):

@@ -219,6 +219,7 @@ def test_failing_verdict_is_reported_as_a_fail_with_its_reason(
     assert "- `tests/test_pool.py::test_capacity`: passed -> failed\n" in letter
 
 
+@pytest.mark.hostile
 def test_verdict_of_another_revision_of_the_series_is_warned(
     tmp_path, monkeypatch, cache, capsys
 ):
@@ -260,6 +261,7 @@ WHOLE = (
     ],
     ids=["list", "no-fields", "wrong-kind", "selection", "not-json", "directory"],
 )
+@pytest.mark.hostile
 def test_a_verdict_that_is_not_one_is_one_line_before_any_work(
     tmp_path, monkeypatch, cache, capsys, verdict_text, message
 ):
@@ -279,6 +281,7 @@ def test_a_verdict_that_is_not_one_is_one_line_before_any_work(
     assert not (tmp_path / "mails").exists()
 
 
+@pytest.mark.hostile
 def test_verdict_of_another_tier_is_refused(tmp_path, monkeypatch, cache, capsys):
     make_target(tmp_path, monkeypatch)
     verdict = write_verdict(tmp_path / "v.json", tier="strict")

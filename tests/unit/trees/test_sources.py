@@ -76,6 +76,7 @@ def test_warm_sdist_cache_is_unpacked_again_without_network(cache, tmp_path):
     assert (tree / "tests" / "test_a.py").is_file()
 
 
+@pytest.mark.hostile
 def test_sha_mismatch_is_refused_naming_both_hashes(cache, tmp_path):
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
     pinned = "0" * 64
@@ -90,6 +91,7 @@ def test_sha_mismatch_is_refused_naming_both_hashes(cache, tmp_path):
     assert not list((cache / "sdists").iterdir())
 
 
+@pytest.mark.hostile
 def test_sdist_with_unsafe_member_is_not_unpacked_outside_the_cache(cache, tmp_path):
     archive = make_sdist(
         tmp_path / "index", "vllm", "9.9.9", {"../../escaped.txt": "boo\n"}
@@ -214,6 +216,7 @@ def local_index(tmp_path, monkeypatch, setup: str):
     return archive
 
 
+@pytest.mark.hostile
 def test_a_tampered_sdist_is_refused_before_its_setup_py_runs(
     cache, tmp_path, monkeypatch, capsys
 ):
@@ -250,6 +253,7 @@ NEEDS_BUILD_TOOLS = {
 
 
 @pytest.mark.parametrize("layout", ["pyproject", "setup.py only"])
+@pytest.mark.hostile
 def test_an_sdist_is_fetched_without_running_anything_in_it(
     cache, tmp_path, monkeypatch, layout
 ):
@@ -279,6 +283,7 @@ def test_pip_configuration_files_are_honoured(cache, tmp_path, monkeypatch):
     assert (tree / "setup.py").read_text() == setup
 
 
+@pytest.mark.hostile
 def test_a_cached_sdist_that_no_longer_matches_is_quarantined_and_fetched_again(
     cache, tmp_path, capsys
 ):
@@ -305,6 +310,7 @@ def test_a_cached_sdist_that_no_longer_matches_is_quarantined_and_fetched_again(
     [b"", b"this is not a tar archive\n" * 40, "truncated"],
     ids=["empty", "garbage", "truncated"],
 )
+@pytest.mark.hostile
 def test_a_broken_archive_whose_hash_matches_is_one_line(
     cache, tmp_path, monkeypatch, capsys, content
 ):
@@ -330,6 +336,7 @@ def test_a_broken_archive_whose_hash_matches_is_one_line(
     assert list((cache / "trees").iterdir()) == []
 
 
+@pytest.mark.hostile
 def test_a_cache_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
     not_a_directory = tmp_path / "cache-file"
@@ -343,6 +350,7 @@ def test_a_cache_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
     assert str(refused.value).endswith("set HARNESS_CACHE_DIR to a writable directory")
 
 
+@pytest.mark.hostile
 def test_an_unwritable_cache_is_one_line(tmp_path, monkeypatch, capsys):
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
     cache_dir = unwritable_directory(tmp_path) / "cache"
@@ -411,6 +419,7 @@ def start_waiting_fetch(tmp_path, cache, archive):
     ],
     ids=["SIGINT", "SIGTERM", "SIGHUP"],
 )
+@pytest.mark.hostile
 def test_a_stopped_fetch_ends_its_download_and_leaves_no_scratch(
     cache, tmp_path, signum, status, line
 ):
@@ -426,6 +435,7 @@ def test_a_stopped_fetch_ends_its_download_and_leaves_no_scratch(
     assert list((cache / "sdists").iterdir()) == []
 
 
+@pytest.mark.hostile
 def test_what_a_killed_fetch_leaves_is_swept_by_the_next_run(cache, tmp_path, capsys):
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
     process, tool_pid = start_waiting_fetch(tmp_path, cache, archive)

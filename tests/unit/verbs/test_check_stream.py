@@ -66,6 +66,7 @@ def test_a_medium_or_kind_with_escapes_is_shown_without_them(tmp_path):
     ]
 
 
+@pytest.mark.hostile
 def test_truncated_file_is_one_error_line_naming_the_offset(tmp_path):
     first = payload(stored([1], None))
     path = write(tmp_path, first + payload(stored([2], 1))[:-4])
@@ -77,6 +78,7 @@ def test_truncated_file_is_one_error_line_naming_the_offset(tmp_path):
     assert lines[0].startswith(f"error: {path}: unreadable at byte {len(first)}:")
 
 
+@pytest.mark.hostile
 def test_unknown_tag_is_one_error_line(tmp_path):
     class BlockMoved(msgspec.Struct, tag=True):
         block_hashes: list[int]
@@ -94,6 +96,7 @@ def test_unknown_tag_is_one_error_line(tmp_path):
     assert "BlockMoved" in line
 
 
+@pytest.mark.hostile
 def test_garbage_is_one_error_line(tmp_path):
     path = write(tmp_path, b"\xc1garbage")
     result = harness("check-stream", path)
@@ -200,6 +203,7 @@ def test_limits_that_would_check_nothing_are_usage_errors(
     assert not (tmp_path / "kv.bin").exists()
 
 
+@pytest.mark.hostile
 def test_deep_msgpack_nesting_is_unreadable_not_a_crash(tmp_path):
     path = write(tmp_path, b"\x91" * 100_000 + b"\xc0")
     result = harness("check-stream", path)
@@ -210,6 +214,7 @@ def test_deep_msgpack_nesting_is_unreadable_not_a_crash(tmp_path):
     )
 
 
+@pytest.mark.hostile
 def test_deep_nesting_inside_a_field_is_unreadable_not_a_crash(tmp_path):
     event = {
         "type": "BlockStored",
@@ -233,6 +238,7 @@ def test_deep_nesting_inside_a_field_is_unreadable_not_a_crash(tmp_path):
     )
 
 
+@pytest.mark.hostile
 def test_an_endless_input_is_read_as_a_stream(tmp_path):
     # /dev/zero is a msgpack 0 per byte: the first is refused at once, where
     # reading it whole first would never end.
@@ -243,6 +249,7 @@ def test_an_endless_input_is_read_as_a_stream(tmp_path):
     )
 
 
+@pytest.mark.hostile
 def test_one_unreadable_file_does_not_drop_the_others_reports(tmp_path):
     clean = tmp_path / "clean.bin"
     clean.write_bytes(payload(stored([1], None)))
@@ -279,6 +286,7 @@ def test_a_gap_in_a_captures_sequence_numbers_is_incomplete(tmp_path):
     assert harness("check-stream", path).returncode == 0
 
 
+@pytest.mark.hostile
 def test_sequence_numbers_that_do_not_match_the_capture_are_unreadable(tmp_path):
     path = write(tmp_path, payload(stored([1], None)))
     (tmp_path / "stream.bin.seq").write_text("0\n1\n")
@@ -299,6 +307,7 @@ def test_sequence_numbers_that_do_not_match_the_capture_are_unreadable(tmp_path)
     ],
     ids=["negative", "over-8-bytes", "a-word"],
 )
+@pytest.mark.hostile
 def test_a_sequence_number_no_publisher_sends_is_unreadable(
     tmp_path, capsys, numbers, line
 ):
@@ -315,6 +324,7 @@ def test_a_sequence_number_no_publisher_sends_is_unreadable(
 
 
 @pytest.mark.parametrize("kind", ["directory", "dangling-link"])
+@pytest.mark.hostile
 def test_a_sequence_file_that_is_not_a_file_is_unreadable_not_ignored(
     tmp_path, capsys, kind
 ):
@@ -372,6 +382,7 @@ def test_a_sequence_file_is_read_no_further_than_its_capture_needs(
     assert len(lines_read) == 3
 
 
+@pytest.mark.hostile
 def test_witnesses_are_bounded_and_every_violation_counted(tmp_path):
     events = [stored([n], 10**6 + n) for n in range(2000)]
     result = harness("check-stream", write(tmp_path, payload(*events)))

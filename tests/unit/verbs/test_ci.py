@@ -275,6 +275,7 @@ def test_summary_of_only_missing_reports_has_no_table(tmp_path):
     ],
     ids=["not-json", "a-list", "missing-fields", "a-directory"],
 )
+@pytest.mark.hostile
 def test_a_bad_verdict_is_one_line_and_keeps_the_good_rows(
     tmp_path, capsys, content, why
 ):
@@ -296,6 +297,7 @@ def test_a_bad_verdict_is_one_line_and_keeps_the_good_rows(
     assert lines[3] == f"Unreadable verdict at `{bad}`: {line.removeprefix('error: ')}"
 
 
+@pytest.mark.hostile
 def test_a_verdict_with_fields_of_the_wrong_kind_is_unreadable(tmp_path, capsys):
     data = a_verdict().as_json()
     data["patched"]["outcomes"] = ["not", "a", "mapping"]

@@ -226,6 +226,7 @@ def test_a_report_no_tests_judged_says_so():
     ],
     ids=["no-sessions", "a-tier-missing", "tests-a-list"],
 )
+@pytest.mark.hostile
 def test_a_broken_e2e_report_is_one_line_and_status_9(tmp_path, capsys, change, why):
     data = an_end_to_end().as_json()
     change(data)

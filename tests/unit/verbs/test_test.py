@@ -132,6 +132,7 @@ def test_pristine_outcomes_are_cached_per_source_and_fresh_reruns_them(
     assert runs_on_pristine == [True, False, True]
 
 
+@pytest.mark.hostile
 def test_a_report_path_that_is_a_directory_is_refused_before_any_work(project, capsys):
     use_patches(project, {"0001-add-test.patch": ADD_TEST})
     report = project / "reports"
@@ -144,6 +145,7 @@ def test_a_report_path_that_is_a_directory_is_refused_before_any_work(project, c
     assert captured.out == ""
 
 
+@pytest.mark.hostile
 def test_an_unwritable_report_keeps_the_printed_verdict(project, capsys):
     use_patches(project, {"0001-add-test.patch": ADD_TEST})
     report = unwritable_directory(project) / "verdict.json"
