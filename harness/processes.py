@@ -20,10 +20,13 @@ git ended with the harness would leave behind in the user's repository.
 
 A child the harness only asks something (another Python where its vllm is)
 runs with `run_bounded`: within a time and a byte bound on each of its
-outputs, ended (with its group) past either, with a line naming the bound.
+outputs, ended (with its group) past either, with a line naming the bound,
+and within a bound on its memory (its address space), past which it fails
+to allocate.
 """
 
 import os
+import resource
 import selectors
 import shutil
 import signal
@@ -34,6 +37,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 from harness.errors import STOP_SIGNALS, MissingDependency, Stopped
+from harness.reading import size_in_words
 
 
 def _raise_stopped(signum, frame) -> None:
@@ -183,7 +187,7 @@ def last_words(result: subprocess.CompletedProcess) -> str:
 class BoundExceeded(Exception):
     """A child that `run_bounded` ended for running past one of its bounds;
     the message names the program and the bound, ``bound`` which one
-    ("time", "stdout" or "stderr")."""
+    ("time", "stdout", "stderr" or "memory")."""
 
     def __init__(self, message: str, bound: str):
         super().__init__(message)
@@ -195,6 +199,7 @@ def run_bounded(
     *,
     timeout_s: float,
     max_bytes: int,
+    max_memory: int | None = None,
     cwd=None,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
@@ -203,7 +208,9 @@ def run_bounded(
     seconds and write at most ``max_bytes`` bytes on each of stdout and
     stderr. Past either, its whole group is killed and `BoundExceeded` says
     which bound it hit; so a child that hangs or floods costs at most that
-    time and about twice that memory, never more."""
+    time and about twice that memory, never more. With ``max_memory``, its
+    address space is bounded too (RLIMIT_AS, set as it starts): a Python
+    past it fails with MemoryError, which `BoundExceeded` says."""
     program = command[0]
     deadline = time.monotonic() + timeout_s
     with _child(
@@ -214,6 +221,8 @@ def run_bounded(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     ) as process:
+        if max_memory is not None:
+            _bound_memory(process.pid, max_memory)
         streams = {process.stdout.fileno(): "stdout", process.stderr.fileno(): "stderr"}
         read: dict[str, bytearray] = {name: bytearray() for name in streams.values()}
         with selectors.DefaultSelector() as selector:
@@ -245,7 +254,24 @@ def run_bounded(
     stdout, stderr = (
         read[name].decode("utf-8", "surrogateescape") for name in ("stdout", "stderr")
     )
+    if max_memory is not None and process.returncode and "MemoryError" in stderr:
+        raise BoundExceeded(
+            f"{program} needed more than the {size_in_words(max_memory)} of memory "
+            f"it may use; it ended with MemoryError",
+            "memory",
+        )
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _bound_memory(pid: int, most: int) -> None:
+    """Bound the address space of the child ``pid`` (never above the limit
+    it inherited). Set from here, not in the child before it runs (no
+    preexec_fn, which is unsafe beside threads); the child is a fresh
+    interpreter that has not yet read anything it was asked about."""
+    with suppress(ProcessLookupError, PermissionError):  # ended, or not ours
+        _, hard = resource.prlimit(pid, resource.RLIMIT_AS)
+        most = most if hard == resource.RLIM_INFINITY else min(most, hard)
+        resource.prlimit(pid, resource.RLIMIT_AS, (most, hard))
 
 
 def _too_long(program: str, timeout_s: float) -> BoundExceeded:

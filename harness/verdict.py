@@ -231,6 +231,22 @@ class Verdict:
         return ["", *lines] if lines else []
 
 
+def table_line(cells) -> str:
+    """A row of a Markdown table (`python -m harness ci`), each cell one cell
+    whatever a report holds."""
+    return "| " + " | ".join(map(_cell, cells)) + " |"
+
+
+def _cell(text: str) -> str:
+    """A cell that stays one cell of one row: its pipes escaped, its line
+    breaks <br>, no HTML tag of its own, no terminal escape
+    (harness.log.shown)."""
+    from harness.log import shown
+
+    lines = (shown(line).replace("<", "&lt;") for line in text.splitlines())
+    return "<br>".join(line.replace("|", "\\|") for line in lines)
+
+
 def _outcome(outcome: str | tuple[str, str]) -> str:
     return outcome if isinstance(outcome, str) else " -> ".join(outcome)
 
@@ -247,12 +263,12 @@ MOST_BYTES = 64 << 20
 
 
 def read_small(path) -> bytes:
-    """The bytes of a report file; ValueError if it is larger than any is."""
-    with open(path, "rb") as stream:
-        data = stream.read(MOST_BYTES + 1)
-    if len(data) > MOST_BYTES:
-        raise ValueError(f"larger than {MOST_BYTES >> 20} MiB, which no report is")
-    return data
+    """The bytes of a report file (harness.reading.read_bounded): `Refused`
+    (a ValueError) when it is not a regular file or is larger than any
+    report is."""
+    from harness.reading import read_bounded
+
+    return read_bounded(path, MOST_BYTES, what="report")
 
 
 def strict_json(data: bytes):
@@ -283,6 +299,7 @@ def read_verdict(path) -> Verdict:
     wrong kind, anywhere the table or the PR body reads), is UnreadableInput:
     one line naming the file and what is wrong."""
     from harness.errors import UnreadableInput
+    from harness.reading import Refused
 
     def unreadable(reason: str) -> UnreadableInput:
         return UnreadableInput(
@@ -293,6 +310,8 @@ def read_verdict(path) -> Verdict:
         data = strict_json(read_small(path))
     except OSError as exc:
         raise UnreadableInput(f"{path}: {exc.strerror or exc}") from None
+    except Refused as exc:
+        raise UnreadableInput(f"{path}: {exc}") from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         raise unreadable(f"not JSON ({exc})") from None
     if not isinstance(data, dict):

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from harness.contract import title
 from harness.contract.checker import OTHER_BLOCK_SIZE, StreamChecker, view_order
 from harness.contract.reading import HASHLESS_SHAPE, K6_SHAPE, keeps_k6
+from harness.log import shown
 
 K6_KEPT = (
     "class K6: a store in a sliding-window or Mamba group whose parent the "
@@ -227,7 +228,8 @@ class Judgement:
             medium, group = view
             kind = checker.view_kinds[view]
             said = self._view(view, sorted_by_view.get(view, {}), events_left[view])
-            lines.append(f"    {medium} group {group} ({kind}): {said}")
+            view_name = f"{shown(str(medium))} group {group} ({shown(str(kind))})"
+            lines.append(f"    {view_name}: {said}")
         return lines
 
     def _view(self, view, found: dict[str, Counter], events_left: int) -> str:

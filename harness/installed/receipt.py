@@ -4,13 +4,15 @@ It lives with the distribution, in ``NAME.dist-info/kv-events-series/``:
 ``receipt.json`` (target, tier, release, and each file's pristine and patched
 sha256), the pristine files themselves, and a copy of RECORD. Nothing in it
 is trusted before it is checked (`receipt_from_json`): its keys and their
-types, every file a plain path under vllm/, every digest a sha256, at most
+types, its words (a target's name, a tier, a release: `status` prints them),
+every file a plain path under vllm/, every digest a sha256, at most
 `RECEIPT_MAX_BYTES`; every file of it is reached through `Located.info_file`
 (no symlink, no ``..``). A receipt RECORD lists but that is gone is refused:
 nothing says what the released files were.
 """
 
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -22,6 +24,8 @@ from harness.installed.package_files import (
     read_file,
     read_record,
 )
+from harness.targets import NAME
+from harness.tiers import TIERS
 
 RECEIPT_DIR = "kv-events-series"
 RECEIPT = "receipt.json"
@@ -57,6 +61,14 @@ def receipt_file(located: Located, name: str) -> Path:
 RECEIPT_MAX_BYTES = 1 << 20
 _FIELDS = ("target", "tier", "release", "distribution", "record_sha256")
 _DIGESTS = ("pristine", "patched")
+# What the receipt's words may be, as `install` writes them: each is printed
+# (status, uninstall), so none may carry a line or an escape of its own.
+_RELEASE = re.compile(r"[0-9A-Za-z.+!_-]{1,64}")
+_VALUES = (
+    ("target", NAME.fullmatch, "a target's name"),
+    ("tier", TIERS.__contains__, f"a tier ({', '.join(TIERS)})"),
+    ("release", _RELEASE.fullmatch, "a release"),
+)
 
 
 def read_receipt(located: Located) -> Receipt | None:
@@ -112,6 +124,9 @@ def receipt_from_json(data) -> Receipt:
     for field in _FIELDS:
         if not isinstance(data[field], str):
             raise ValueError(f"{field!r} is a JSON {_json_type(data[field])}")
+    for field, valid, kind in _VALUES:
+        if not valid(data[field]):
+            raise ValueError(f"{field!r} is {data[field][:80]!r}, not {kind}")
     if not _is_sha256(data["record_sha256"]):
         raise ValueError("'record_sha256' is not a sha256")
     files = data["files"]

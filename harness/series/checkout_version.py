@@ -17,6 +17,7 @@ from pathlib import Path
 from harness import processes
 from harness.errors import SeriesError
 from harness.log import progress, warning
+from harness.reading import Refused, read_bounded
 from harness.series.snapshot import ORIGINAL
 from harness.targets import GitSource, SdistSource, Target
 
@@ -35,19 +36,26 @@ def checkout_version(checkout: Path) -> tuple[str, str] | None:
         since = (git(checkout, "rev-list", "--count", f"{tag}..HEAD") or "0").strip()
         after = f", {since} commit(s) after it" if since != "0" else ""
         return tag.removeprefix("v"), f"tag {tag}{after}"
-    version_file = checkout / "vllm" / "_version.py"
-    if version_file.is_file():
-        match = _VERSION_ASSIGNMENT.search(version_file.read_text(errors="replace"))
-        if match:
-            return match[1], "vllm/_version.py"
-    pkg_info = checkout / "PKG-INFO"
-    if pkg_info.is_file():
-        match = re.search(
-            r"^Version: (\S+)", pkg_info.read_text(errors="replace"), re.M
-        )
-        if match:
-            return match[1], "PKG-INFO"
+    version_file = _text_of(checkout / "vllm" / "_version.py")
+    if match := _VERSION_ASSIGNMENT.search(version_file):
+        return match[1], "vllm/_version.py"
+    if match := re.search(r"^Version: (\S+)", _text_of(checkout / "PKG-INFO"), re.M):
+        return match[1], "PKG-INFO"
     return None
+
+
+# The most of a checkout's version file that is read: a few hundred bytes.
+VERSION_FILE_MAX_BYTES = 1 << 20
+
+
+def _text_of(path: Path) -> str:
+    """The text of a checkout's version file, "" where there is none that is
+    a regular file of at most VERSION_FILE_MAX_BYTES (harness.reading)."""
+    try:
+        data = read_bounded(path, VERSION_FILE_MAX_BYTES, what="version file")
+    except (OSError, Refused):
+        return ""
+    return data.decode("utf-8", "replace")
 
 
 def check_checkout_version(target: Target, checkout: Path) -> None:

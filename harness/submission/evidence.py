@@ -141,8 +141,15 @@ def _test_functions(repo: Path, commit: str, path: str) -> dict[str, str]:
 def test_functions(text: str) -> dict[str, str]:
     """Test name (``test_x`` or ``TestY::test_x``, as in a pytest node id)
     -> its code, decorators included and positions left out, in the Python
-    source ``text``; SyntaxError where it is not Python."""
-    module = ast.parse(text)
+    source ``text``; SyntaxError where it is not Python, or not Python the
+    parser can hold (nested past its recursion limit, a NUL byte)."""
+    try:
+        module = ast.parse(text)
+    except (RecursionError, MemoryError) as exc:
+        nested = f"too deeply nested to parse ({type(exc).__name__})"
+        raise SyntaxError(nested) from None
+    except ValueError as exc:  # a NUL byte, on Pythons before 3.11.4
+        raise SyntaxError(str(exc)) from None
     found = {}
     for node in module.body:
         if _is_test(node):

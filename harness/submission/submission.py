@@ -4,8 +4,10 @@ letter and the pull-request body are written from, gathered once.
 The facts about the series come from it as committed in the export's scratch
 repository (subjects, messages, the tests each patch adds or changes) and
 from the fail-before-fix runs; the facts about its testing from the newest
-verdict `python -m harness test` wrote for the same target and tier (checked
-before any work: harness.verdict.read_verdict, same target and tier).
+verdict `python -m harness test` wrote for the same target and tier in this
+checkout (checked before any work: harness.verdict.read_verdict, same target
+and tier), quoted only when it was judged on this tree
+(harness.series.judged).
 
 What other pull requests do is a fact about them, not about the series:
 harness.submission.related_work records it. Which of them the series fixes is
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from harness import cache, processes
 from harness.errors import ExportError, UnreadableInput
+from harness.series.judged import code_digest, not_of_tree
 from harness.series.model import Series
 from harness.submission.call_cost import CallCost
 from harness.submission.evidence import PatchEvidence, PatchTests
@@ -256,7 +259,8 @@ def issue_references(message: str) -> list[tuple[str, int]]:
 
 
 def default_verdict(target: Target, tier: str) -> Path | None:
-    """The newest report `python -m harness test` wrote for target and tier."""
+    """The newest report `python -m harness test` wrote for target and tier
+    in this checkout (harness.cache.reports: another checkout's are its own)."""
     found = [
         path
         for selection in SELECTIONS
@@ -287,7 +291,9 @@ def find_verdict(
     target: Target, tier: str, series: Series, verdict_path: Path | None
 ) -> tuple[dict | None, Path | None, list[str]]:
     """The verdict to quote (checked) and its path, None for both if there is
-    none, and warnings."""
+    none of this tree, and warnings. Only a verdict judged on this
+    checkout's series and harness code is quoted (harness.series.judged),
+    whether found in this checkout's reports or given with --verdict."""
     verdict_path = verdict_path or default_verdict(target, tier)
     rerun = f"`python -m harness test --target {target.name} --tier {tier}`"
     if verdict_path is None:
@@ -295,25 +301,21 @@ def find_verdict(
             None,
             None,
             [
-                f"no verdict for target {target.name} tier {tier} in "
-                f"{cache.reports()}; pr-body.md says so. Run {rerun} first."
+                f"no verdict for target {target.name} tier {tier} in this "
+                f"checkout's reports ({cache.reports()}); pr-body.md says so. "
+                f"Run {rerun} first."
             ],
         )
     verdict = read_verdict(verdict_path, target, tier)
     warnings = []
     if not verdict.get("passed"):
         warnings.append(f"the verdict {verdict_path} is a FAIL")
-    inputs = [series.series_file, *map(series.patch_path, series.entries)]
-    if verdict_path.stat().st_mtime < max(path.stat().st_mtime for path in inputs):
+    key = {"series_sha256": series.digest(), "harness_sha256": code_digest()}
+    if other := not_of_tree(verdict.get("provenance", {}), key):
+        # Nothing measured on another tree goes into a text.
         warnings.append(
-            f"the verdict {verdict_path} is older than the series; rerun {rerun}"
-        )
-    revision = verdict.get("provenance", {}).get("revision", "")
-    if other := another_series(revision, series):
-        # Nothing measured on another series goes into a text.
-        warnings.append(
-            f"the verdict {verdict_path} was taken at revision {revision}, {other}: "
-            f"it may be a verdict of another series and is left out; rerun {rerun}"
+            f"the verdict {verdict_path} is not of this tree: {other}; it is left "
+            f"out, and pr-body.md says there is none. Run {rerun} first."
         )
         return None, None, warnings
     return verdict, verdict_path, warnings

@@ -29,7 +29,8 @@ from pathlib import Path
 
 from harness import cache, processes
 from harness.errors import TestRunError, require
-from harness.log import progress
+from harness.log import progress, warning
+from harness.reading import Refused, read_bounded
 from harness.targets import Target
 from harness.trees import triton_gate
 from harness.trees.env import HUB_MODELS, UPSTREAM_ENV, tree_env
@@ -40,37 +41,46 @@ _COMPLETED = (0, 1)
 _WORST_FIRST = ("error", "failed", "skipped", "passed")
 _JUNIT_TAGS = (("error", "error"), ("failure", "failed"), ("skipped", "skipped"))
 PROGRESS_EVERY_S = 5.0
-# pytest -v's line for a test's outcome: "[gw0] [ 10%] PASSED NODE" with xdist,
-# "NODE PASSED [ 10%]" or "NODE SKIPPED (reason) [ 10%]" without; its summary
-# lines ("FAILED NODE - ...") are not.
-_OUTCOME_LINE = re.compile(
-    r"^\[gw\d+\] \[\s*\d+%\] ([A-Z]+) |^\S+ ([A-Z]+)\b.* \[\s*\d+%\]$"
-)
+# pytest -v's words for a test's outcome, as the verdict counts them (the
+# JUnit file it reads: an xfail is skipped, an error failed).
 _OUTCOME_WORDS = {
     "PASSED": "passed",
+    "XPASS": "passed",
     "FAILED": "failed",
-    "ERROR": "errors",
+    "ERROR": "failed",
     "SKIPPED": "skipped",
-    "XFAIL": "xfailed",
-    "XPASS": "xpassed",
+    "XFAIL": "skipped",
 }
+_WORD = "|".join(_OUTCOME_WORDS)
+_COUNTED = ("passed", "failed", "skipped")
+# pytest -v's line for a test's outcome: "[gw0] [ 10%] PASSED NODE" with xdist,
+# "NODE PASSED [ 10%]" or "NODE SKIPPED (reason) [ 10%]" without, where NODE's
+# parameters may hold spaces ("test_x[partial x128, events off]"); its summary
+# lines ("FAILED NODE - ...") are not.
+_OUTCOME_LINE = re.compile(
+    rf"^\[gw\d+\] \[\s*\d+%\] ({_WORD}) (.+)$|^(\S.*?) ({_WORD})\b.* \[\s*\d+%\]$"
+)
 
 
 class Tally:
-    """Outcomes counted from pytest -v's lines as they come."""
+    """Outcomes counted from pytest -v's lines as they come: a test's worst
+    (a pass then an error at teardown is one failed test), in the verdict's
+    words, so that the last progress line and the verdict's row agree."""
 
     def __init__(self):
-        self.counts: Counter = Counter()
+        self.outcomes: dict[str, str] = {}
 
     def see(self, line: str) -> None:
         if match := _OUTCOME_LINE.match(line.rstrip("\n")):
-            word = _OUTCOME_WORDS.get(match[1] or match[2])
-            if word:
-                self.counts[word] += 1
+            word, node = (match[1], match[2]) if match[1] else (match[4], match[3])
+            found = _OUTCOME_WORDS[word]
+            earlier = self.outcomes.get(node.strip(), found)
+            self.outcomes[node.strip()] = min(earlier, found, key=_WORST_FIRST.index)
 
     def __str__(self) -> str:
+        counts = Counter(self.outcomes.values())
         found = [
-            f"{self.counts[w]} {w}" for w in _OUTCOME_WORDS.values() if self.counts[w]
+            f"{counts[w]} {w}" for w in ("passed", "failed", "skipped") if counts[w]
         ]
         return ", ".join(found) or "no test done"
 
@@ -160,7 +170,11 @@ def runnable_in(tree: Path, tests: tuple[str, ...]) -> list[str]:
     (``FILE::NAME``, parameters or a class allowed) is left out where FILE does
     not define NAME: a test the series adds is absent from the pristine tree,
     and pytest runs nothing at all when a node id names a test it cannot find.
-    Files are passed as given (a missing file is pytest's error to report)."""
+    Files are passed as given (a missing file is pytest's error to report).
+    A test file is read as a fork's file is (harness.reading): one that is
+    not a regular file (a FIFO, a link to /dev/zero) or is larger than any
+    test file is cannot be read, and its single tests are left out, with a
+    warning."""
     from harness.submission.evidence import test_functions
 
     runnable = []
@@ -168,9 +182,17 @@ def runnable_in(tree: Path, tests: tuple[str, ...]) -> list[str]:
         path, _, name = test.partition("::")
         if name:
             try:
-                text = (tree / path).read_text(encoding="utf-8", errors="replace")
-                defined = name.split("[", 1)[0] in test_functions(text)
-            except OSError:
+                text = read_bounded(tree / path, TEST_FILE_MAX_BYTES, what="test file")
+                defined = name.split("[", 1)[0] in test_functions(
+                    text.decode("utf-8", "replace")
+                )
+            except FileNotFoundError:
+                defined = False
+            except (OSError, Refused) as exc:
+                warning(
+                    f"{tree / path}: cannot be read ({_why(exc)}); its single "
+                    f"tests are left out"
+                )
                 defined = False
             except SyntaxError:  # pytest reports the file as it is
                 defined = True
@@ -178,6 +200,14 @@ def runnable_in(tree: Path, tests: tuple[str, ...]) -> list[str]:
                 continue
         runnable.append(test)
     return runnable
+
+
+# The most of a test file that is read: vLLM's largest is well under 1 MiB.
+TEST_FILE_MAX_BYTES = 16 << 20
+
+
+def _why(exc: Exception) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
 
 
 def for_tier(target: Target, tier: str, tests: tuple[str, ...]) -> list[str]:

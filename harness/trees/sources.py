@@ -7,7 +7,10 @@ it as soon as it is downloaded. pip then prepares the sdist's metadata, which
 would run vLLM's setup.py (torch, cmake, ninja, setuptools_rust...); the
 harness has pip ask a stand-in build backend instead
 (harness/trees/metadata_standin.py), so nothing from the archive ever runs
-and no build tool is needed. The harness checks the sha256 again before
+and no build tool is needed. `--use-pep517` makes pip ask that backend for an
+sdist without a pyproject.toml too: without it, a pip that can import
+setuptools and wheel (older than 25) runs the sdist's own ``setup.py
+egg_info``. The harness checks the sha256 again before
 unpacking, and a cached sdist that no longer matches its pin is moved to the
 cache's quarantine and fetched again.
 
@@ -90,7 +93,8 @@ def standin_environment(parent: Path, name: str, version: str) -> Iterator[dict]
 def _pip_download(source: SdistSource, dest_dir: Path, env: dict) -> None:
     command = [
         *(sys.executable, "-m", "pip", "download", "--no-deps"),
-        *("--no-binary", ":all:", "--no-build-isolation", "--require-hashes"),
+        *("--no-binary", ":all:", "--no-build-isolation", "--use-pep517"),
+        "--require-hashes",
         *("--requirement", "/dev/stdin", "--dest", str(dest_dir)),
     ]
     requirement = f"{source.name}=={source.version} --hash=sha256:{source.sha256}\n"

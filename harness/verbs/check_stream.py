@@ -208,6 +208,7 @@ def check_file(path: Path, args=None) -> Checked:
         sequence_file,
     )
     from harness.errors import UnreadableInput, UnreadableStream
+    from harness.reading import Refused
 
     checker = _checker(args)
     try:
@@ -228,13 +229,17 @@ def check_file(path: Path, args=None) -> Checked:
                 f"be read; move it away to check {path} without them"
             )
         return Checked(str(path), checker)
-    try:
-        numbers = read_sequence_numbers(numbers_file)
+    try:  # one number more than the payloads says that there are more
+        numbers = read_sequence_numbers(numbers_file, checker.batches + 1)
     except OSError as exc:
         raise UnreadableInput(f"{numbers_file}: {exc.strerror}") from None
+    except Refused as exc:
+        raise UnreadableInput(f"{numbers_file}: {exc}") from None
     if len(numbers) != checker.batches:
+        many = len(numbers) > checker.batches
+        count = f"more than {checker.batches}" if many else len(numbers)
         raise UnreadableInput(
-            f"{numbers_file}: {len(numbers)} sequence number(s) for the "
+            f"{numbers_file}: {count} sequence number(s) for the "
             f"{checker.batches} payload(s) of {path}; they do not belong together"
         )
     sequence = SequenceCheck()

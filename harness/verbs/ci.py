@@ -27,8 +27,9 @@ import os
 from pathlib import Path
 
 from harness.contract import CLASSES
+from harness.engine.e2e_table import e2e_table, read_e2e_report
 from harness.targets import Target, load_targets
-from harness.verdict import COLUMNS
+from harness.verdict import COLUMNS, table_line
 
 
 def register(parser) -> None:
@@ -43,7 +44,7 @@ def register(parser) -> None:
     summary_parser = commands.add_parser(
         "summary", help="render verdict JSON reports as a Markdown table"
     )
-    summary_parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT")
+    summary_parser.add_argument("reports", nargs="*", type=Path, metavar="REPORT")
     summary_parser.set_defaults(run=print_summary)
     releases_parser = commands.add_parser(
         "releases",
@@ -52,8 +53,14 @@ def register(parser) -> None:
         "as its table of real engines (counts per rule and group per session, "
         "router fidelity), each row with its date, revision and machine",
     )
-    releases_parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT")
+    releases_parser.add_argument("reports", nargs="*", type=Path, metavar="REPORT")
     releases_parser.set_defaults(run=print_releases)
+    for command in (summary_parser, releases_parser):
+        command.epilog = (
+            "Without REPORT: this checkout's reports in the harness cache, each "
+            "verdict only if it was judged on this checkout's series and harness "
+            "code. A REPORT that records another tree is left out, with a line."
+        )
 
 
 def print_matrix(args) -> int:
@@ -69,8 +76,9 @@ def print_e2e_matrix(args) -> int:
 def print_summary(args) -> int:
     from harness.errors import UnreadableInput
 
-    table, unreadable = summary(args.reports)
-    print(table)
+    reports, found = _reports(args.reports)
+    table, unreadable = summary(reports, strict=found is not None)
+    print(_none_of_this_tree(found) if not table and found else table)
     return UnreadableInput.exit_code if unreadable else 0
 
 
@@ -78,16 +86,19 @@ def print_releases(args) -> int:
     """The tables of the reports that can be read; a line (status 9) for each
     that cannot, which never hides the others' rows."""
     from harness.errors import UnreadableInput
-    from harness.log import error
+    from harness.log import error, warning
     from harness.verdict import read_verdict
 
+    reports, found = _reports(args.reports)
     verdicts, engines, status = [], [], 0
-    for report in args.reports:
+    for report in reports:
         try:
             if (e2e := read_e2e_report(report)) is not None:
                 engines.append(e2e)
+            elif why := _left_out(verdict := read_verdict(report), bool(found)):
+                warning(f"the verdict {report} is not of this tree ({why}); left out")
             else:
-                verdicts.append(read_verdict(report))
+                verdicts.append(verdict)
         except UnreadableInput as exc:
             error(str(exc))
             status = UnreadableInput.exit_code
@@ -98,7 +109,45 @@ def print_releases(args) -> int:
         tables.append(e2e_table(engines))
     if tables:
         print("\n\n".join(tables))
+    elif found is not None:
+        warning(_none_of_this_tree(found))
     return status
+
+
+def _reports(given: list[Path]) -> tuple[list[Path], Path | None]:
+    """The reports to render: those given; else every report in this
+    checkout's folder of the cache, and that folder."""
+    if given:
+        return given, None
+    from harness import cache
+
+    found = cache.reports()
+    return sorted(found.glob("*.json")) if found.is_dir() else [], found
+
+
+def _none_of_this_tree(found: Path) -> str:
+    return (
+        f"No report of this checkout's tree in {found}: `python -m harness test` "
+        f"writes one."
+    )
+
+
+def _left_out(verdict, strict: bool) -> str | None:
+    """Why ``verdict`` is left out of a table: it was not judged on this
+    checkout's tree (harness.series.judged). One found in this checkout's
+    reports (``strict``) must record this tree; one given by name that
+    records no tree (an older one) is rendered as it is."""
+    from harness.errors import UserError
+    from harness.series.judged import TREE_KEYS, not_of_tree, tree_key
+    from harness.targets import get_target
+
+    if not strict and not any(key in verdict.provenance for key in TREE_KEYS):
+        return None
+    try:
+        key = tree_key(get_target(verdict.target), verdict.tier)
+    except UserError as exc:
+        return f"this checkout cannot tell: {exc}"
+    return not_of_tree(verdict.provenance, key)
 
 
 def matrix(targets: dict[str, Target]) -> dict:
@@ -157,10 +206,11 @@ def tox_environments(targets: dict[str, Target]) -> dict[str, tuple[str, dict]]:
     return environments
 
 
-def summary(reports: list[Path]) -> tuple[str, int]:
-    """A Markdown table with a row per report, then a line per missing or
-    unreadable report; and how many were unreadable (each a line on stderr
-    too). A bad report never hides the rows of the good ones."""
+def summary(reports: list[Path], strict: bool = False) -> tuple[str, int]:
+    """A Markdown table with a row per report, then a line per missing,
+    unreadable or left-out report (`_left_out`; ``strict``: reports this
+    checkout's cache holds); and how many were unreadable (each a line on
+    stderr too). A bad report never hides the rows of the good ones."""
     from harness.errors import UnreadableInput
     from harness.log import error
     from harness.verdict import read_verdict
@@ -168,42 +218,34 @@ def summary(reports: list[Path]) -> tuple[str, int]:
     rows, notes, unreadable = [], [], 0
     for report in reports:
         if not os.path.lexists(report):
-            notes.append(
-                _one_line(
-                    f"No verdict at `{report}`: the run stopped before writing "
-                    "one (see the job's log)."
-                )
-            )
+            missing = f"No verdict at `{report}`: the run stopped before writing one"
+            notes.append(_one_line(f"{missing} (see the job's log)."))
             continue
         try:
-            row = read_verdict(report).row()
+            verdict = read_verdict(report)
         except UnreadableInput as exc:
             error(str(exc))
             notes.append(_one_line(f"Unreadable verdict at `{report}`: {exc}"))
             unreadable += 1
             continue
+        if why := _left_out(verdict, strict):
+            left_out = f"Verdict at `{report}` is not of this tree: {why}."
+            notes.append(_one_line(left_out))
+            continue
+        row = verdict.row()
         rows.append([row[column] for column in COLUMNS])
     lines = []
     if rows:
-        lines.append(_table_line(COLUMNS))
-        lines.append(_table_line(["---"] * len(COLUMNS)))
-        lines += [_table_line(row) for row in rows]
+        lines.append(table_line(COLUMNS))
+        lines.append(table_line(["---"] * len(COLUMNS)))
+        lines += [table_line(row) for row in rows]
     return "\n".join(lines + notes), unreadable
 
 
-def _table_line(cells) -> str:
-    return "| " + " | ".join(map(_cell, cells)) + " |"
-
-
-def _cell(text: str) -> str:
-    """A cell that stays one cell of one row, whatever a report holds: its
-    pipes escaped, its line breaks <br>, no HTML tag of its own."""
-    text = text.replace("<", "&lt;").replace("|", "\\|")
-    return "<br>".join(text.splitlines()) if text else text
-
-
 def _one_line(text: str) -> str:
-    return " ".join(text.splitlines())
+    from harness.log import shown
+
+    return shown(" ".join(text.splitlines()))
 
 
 # A verdict's row up to its added tests, then the conformance suite's.
@@ -224,7 +266,7 @@ RELEASE_COLUMNS = (
 def releases_table(verdicts) -> str:
     """A row per verdict: its summary, the conformance suite's class counts
     (pristine -> patched) and where it was taken; rows by target, then tier."""
-    lines = [_table_line(RELEASE_COLUMNS), _table_line(["---"] * len(RELEASE_COLUMNS))]
+    lines = [table_line(RELEASE_COLUMNS), table_line(["---"] * len(RELEASE_COLUMNS))]
     for verdict in sorted(verdicts, key=lambda v: (v.target, v.tier, v.selection)):
         report = verdict.conformance.report or {}
         classes = report.get("classes", {})
@@ -244,142 +286,5 @@ def releases_table(verdicts) -> str:
             # Recorded from 0.34's gate on; a verdict before it had none to pass.
             "triton gate": verdict.provenance.get("triton gate", "none"),
         }
-        lines.append(_table_line([cells[column] for column in RELEASE_COLUMNS]))
+        lines.append(table_line([cells[column] for column in RELEASE_COLUMNS]))
     return "\n".join(lines)
-
-
-# A row per session of an e2e report (harness.engine.e2e): what the stream
-# checker counted, the router fidelity, and where the run was taken.
-E2E_COLUMNS = (
-    "target",
-    "engine",
-    "session",
-    "fixes",
-    "C1",
-    "C2",
-    "C3",
-    "by group",
-    "parent never reported",
-    "hash-block stores",
-    "content tree exact %",
-    "over (mean)",
-    "under (mean)",
-    "hash set exact %",
-    "resets late",
-    "session time",
-    "tests",
-    "run time",
-    "date",
-    "revision",
-    "machine",
-)
-STREAM_RULES = ("C1", "C2", "C3")
-E2E_KIND = "e2e"
-
-
-def read_e2e_report(path: Path) -> dict | None:
-    """The e2e report at ``path``, checked to have every field the table
-    reads; None for a file that is not one (a verdict, say: `read_verdict`
-    reads and judges those). UnreadableInput for an e2e report that lacks a
-    field or has one of the wrong kind."""
-    from harness.errors import UnreadableInput
-    from harness.verdict import read_small, strict_json
-
-    try:
-        data = strict_json(read_small(path))
-    except (OSError, ValueError):
-        return None  # read_verdict says what is wrong with it
-    if not isinstance(data, dict) or data.get("kind") != E2E_KIND:
-        return None
-    try:
-        for row in e2e_rows(data):
-            _table_line(row)  # every cell is text
-        _version_key(data["target"])
-    except KeyError as exc:
-        raise UnreadableInput(f"{path}: not an e2e report: no field {exc}") from None
-    except (TypeError, AttributeError, ValueError, ArithmeticError) as exc:
-        raise UnreadableInput(
-            f"{path}: not an e2e report: a field of the wrong kind ({exc})"
-        ) from None
-    return data
-
-
-def e2e_table(reports: list[dict]) -> str:
-    """A row per session of each report (pristine, then each tier); reports
-    by target."""
-    lines = [_table_line(E2E_COLUMNS), _table_line(["---"] * len(E2E_COLUMNS))]
-    for report in sorted(reports, key=lambda r: _version_key(r["target"])):
-        lines += [_table_line(row) for row in e2e_rows(report)]
-    return "\n".join(lines)
-
-
-def _exact_cell(fidelity: dict | None) -> str:
-    if not fidelity or not fidelity["probes"]:
-        return "-"
-    return f"{100 * fidelity['exact'] / fidelity['probes']:.1f}"
-
-
-def _version_key(target: str) -> tuple:
-    """0.9 before 0.27 before main."""
-    parts = target.split(".")
-    if all(part.isdigit() for part in parts):
-        return (0, tuple(int(part) for part in parts))
-    return (1, (target,))
-
-
-def e2e_rows(report: dict) -> list[list[str]]:
-    where = report["provenance"]
-    tests = report["tests"]
-    rows = []
-    for label in ("pristine", *report["tiers"]):
-        session = report["sessions"][label]
-        rules = session["violations"]
-        fidelity = session["fidelity"]
-        cells = {
-            "target": report["target"],
-            "engine": report["engine"],
-            "session": label,
-            "fixes": ", ".join(report["fixes"][label]) if label != "pristine" else "-",
-            **{rule: str(rules.get(rule, 0)) for rule in STREAM_RULES},
-            "by group": "; ".join(
-                f"{group}: {_rule_counts(counts)}"
-                for group, counts in session["by_group"].items()
-            ),
-            "parent never reported": str(session["unreported_parent"]),
-            "hash-block stores": str(session["hash_block_stores"]),
-            "content tree exact %": _exact_cell(fidelity),
-            "over (mean)": _mean_cell(fidelity["over"], fidelity["over_tokens"]),
-            "under (mean)": _mean_cell(fidelity["under"], fidelity["under_tokens"]),
-            # reports written before the judge asked the hash set have none
-            "hash set exact %": _exact_cell(session.get("hash_set_fidelity")),
-            # a reset whose AllBlocksCleared reached the stream only after the
-            # next request was sent (rule C9)
-            "resets late": f"{session['late_resets']} of {session['resets']}",
-            "session time": f"{session['wall_seconds']:.0f} s",
-            "tests": _test_counts(tests),
-            "run time": f"{report['wall_seconds']:.0f} s",
-            **{
-                key: where.get(key, "not recorded")
-                for key in ("date", "revision", "machine")
-            },
-        }
-        rows.append([cells[column] for column in E2E_COLUMNS])
-    return rows
-
-
-def _rule_counts(counts: dict) -> str:
-    """{"C3": 1, "C1": 3} as "C1 3, C3 1"."""
-    return ", ".join(f"{rule} {n}" for rule, n in sorted(counts.items())) or "none"
-
-
-def _test_counts(tests: dict | None) -> str:
-    """{"passed": 24, "failed": 1} as "24 passed, 1 failed"."""
-    if tests is None:
-        return "not run"
-    order = ("passed", "failed", "error", "skipped")
-    names = sorted(tests, key=lambda n: (order.index(n) if n in order else 9, n))
-    return ", ".join(f"{tests[name]} {name}" for name in names) or "none"
-
-
-def _mean_cell(count: int, tokens: int) -> str:
-    return f"{count} ({tokens / count:.0f})" if count else "0 (0)"

@@ -55,7 +55,8 @@ def register(parser) -> None:
         "--report",
         type=Path,
         help="where to write the run's report as JSON (default: "
-        "reports/e2e-TARGET.json in the cache directory)",
+        "reports/e2e-TARGET.json in this checkout's folder of the cache, "
+        "checkouts/CHECKOUT/)",
     )
     check.set_defaults(run=run)
     routers = commands.add_parser(
@@ -170,6 +171,8 @@ def run(args) -> int:
 
     require_engine(args.target, "capture")
     report = args.report or cache.e2e_report(args.target)
+    if args.report is None:
+        cache.claim_checkout_dir()
     check_report_path(report)
     outcome = end_to_end(args.target, args.dtype, args.seed)
     print(outcome.render(), flush=True)

@@ -49,7 +49,8 @@ def register(parser) -> None:
         "--report",
         type=Path,
         help="where to write the verdict as JSON (default: "
-        "reports/TARGET-TIER-SELECTION.json in the cache directory)",
+        "reports/TARGET-TIER-SELECTION.json in this checkout's folder of the "
+        "cache, checkouts/CHECKOUT/)",
     )
     parser.set_defaults(run=run)
 
@@ -58,6 +59,7 @@ def run(args) -> int:
     from harness import cache
     from harness.log import progress
     from harness.series.apply import cached_patched_tree
+    from harness.series.judged import tree_key
     from harness.suites.conformance import run_conformance
     from harness.suites.provenance import provenance
     from harness.suites.upstream import pristine_outcomes, run_upstream
@@ -74,8 +76,10 @@ def run(args) -> int:
         vllm_requirements(target.name),
         toxenv=target.toxenv(args.tier),
     )
+    cache.claim_checkout_dir()
     report = args.report or cache.report(target.name, args.tier, args.selection)
     check_report_path(report)
+    judged_on = tree_key(target, args.tier)  # the series and code as they start
     tests = target.selection(args.selection)
     logs = {
         "pristine": cache.log(f"{target.name}-{args.selection}-pristine"),
@@ -107,7 +111,11 @@ def run(args) -> int:
         patched=after,
         conformance=conformance,
         wall_seconds=time.monotonic() - started,
-        provenance={**provenance(), "triton gate": triton_gate.state(pristine)},
+        provenance={
+            **provenance(),
+            **judged_on,
+            "triton gate": triton_gate.state(pristine),
+        },
     )
     written = [str(log) for log in logs.values() if log.is_file()]
     print(f"pytest's output: {', '.join(written)}")

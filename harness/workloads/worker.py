@@ -33,7 +33,10 @@ def serve(handler: Handler) -> int:
     sys.stdout.reconfigure(line_buffering=True)
     for number, line in enumerate(sys.stdin, 1):
         try:
-            request = json.loads(line)
+            try:
+                request = json.loads(line)
+            except RecursionError:
+                raise ValueError("nested deeper than the parser recurses") from None
         except ValueError as exc:
             error = f"request {number} is not JSON ({exc}): {line[:80]!r}"
             reply = {"ok": False, "error": error}

@@ -9,8 +9,9 @@ in harness/targets.toml when they are collected.
 pytest captures what a fixture prints, so the report (the checker's findings
 and the router fidelity of each engine session) goes to the terminal summary
 instead, pass or fail. The same report, with the tests' outcome counts, is
-written to ``--e2e-report PATH`` (default: reports/e2e-TARGET.json in the
-harness cache), which `python -m harness ci releases` renders.
+written to ``--e2e-report PATH`` (default: reports/e2e-TARGET.json in this
+checkout's folder of the harness cache), which `python -m harness ci
+releases` renders.
 """
 
 import os
@@ -35,7 +36,8 @@ def pytest_addoption(parser):
         "--e2e-report",
         type=Path,
         help="where to write the run's report as JSON (default: "
-        "reports/e2e-TARGET.json in the harness cache)",
+        "reports/e2e-TARGET.json in this checkout's folder of the harness "
+        "cache)",
     )
 
 

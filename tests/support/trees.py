@@ -3,6 +3,7 @@
 import difflib
 import hashlib
 import io
+import os
 import tarfile
 from pathlib import Path
 
@@ -45,6 +46,23 @@ def write_tree(root: Path, files: dict[str, str]) -> Path:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
     return root
+
+
+def pip_without_user_configuration(monkeypatch) -> None:
+    """pip as the user's configuration leaves it: no PIP_* variable, no
+    configuration file (PIP_CONFIG_FILE=os.devnull, as pip's docs say), so
+    that a constraint file, an extra index or ``only-binary`` on the machine
+    running the tests changes nothing a test of the harness's pip asserts."""
+    for name in [name for name in os.environ if name.startswith("PIP_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+
+
+def pip_only_from(monkeypatch, index: Path) -> None:
+    """pip fetching from the find-links directory ``index`` and nothing else."""
+    pip_without_user_configuration(monkeypatch)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
 
 
 def make_sdist(directory: Path, name: str, version: str, files: dict[str, str]) -> Path:

@@ -3,6 +3,12 @@ import pytest
 from harness import cache
 
 
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
 def test_cache_dir_follows_override_then_xdg(monkeypatch, tmp_path):
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "own"))
     assert cache.root() == tmp_path / "own"
@@ -65,6 +71,25 @@ def test_a_run_waiting_for_a_lock_says_for_whom(monkeypatch, tmp_path, capsys):
     )
 
 
+@pytest.mark.hostile
+def test_a_lock_holder_note_is_shown_without_its_escapes(cache_dir, capsys):
+    import fcntl
+    import os
+    import threading
+
+    path = cache.directory(cache_dir / "locks") / "tree-x.lock"
+    held = os.open(path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    os.write(held, b"\x1b]0;PWNED\x07\x1b[31mRED\rFAKE: done\n")
+    threading.Timer(0.3, os.close, [held]).start()
+    with cache.lock("tree-x"):
+        pass
+    assert capsys.readouterr().err == (
+        "harness: waiting for tree-x in the harness cache, which another run "
+        "holds (\\x1b]0;PWNED\\x07\\x1b[31mRED\\rFAKE: done)\n"
+    )
+
+
 def _cache_refused(monkeypatch, tmp_path, capsys, **env) -> str:
     """Run `fetch` with the cache's variables set to ``env`` from an empty
     working directory; return the one line, and check nothing was written."""
@@ -84,6 +109,7 @@ def _cache_refused(monkeypatch, tmp_path, capsys, **env) -> str:
     return err
 
 
+@pytest.mark.hostile
 def test_an_empty_home_is_refused_not_taken_for_root(monkeypatch, tmp_path, capsys):
     err = _cache_refused(monkeypatch, tmp_path, capsys, HOME="")
     assert err == (
@@ -92,11 +118,13 @@ def test_an_empty_home_is_refused_not_taken_for_root(monkeypatch, tmp_path, caps
     )
 
 
+@pytest.mark.hostile
 def test_a_relative_home_is_refused(monkeypatch, tmp_path, capsys):
     err = _cache_refused(monkeypatch, tmp_path, capsys, HOME="home")
     assert err.startswith("error: HOME is a relative path (home), so the harness ")
 
 
+@pytest.mark.hostile
 def test_a_relative_xdg_cache_home_is_refused(monkeypatch, tmp_path, capsys):
     err = _cache_refused(monkeypatch, tmp_path, capsys, HOME="", XDG_CACHE_HOME="c")
     assert err == (
@@ -160,6 +188,7 @@ def _trees(cache_dir):
         "workloads",
     ],
 )
+@pytest.mark.hostile
 def test_no_verb_writes_into_the_caches_trees(
     tmp_path, monkeypatch, capsys, cache, argv, where, option
 ):
@@ -234,6 +263,7 @@ def test_no_verb_writes_into_a_tree_of_the_cache_mounted_elsewhere(
 
 @pytest.mark.hostile
 @pytest.mark.parametrize("module", ["harness.verbs.test", "harness.engine.e2e"])
+@pytest.mark.hostile
 def test_a_report_inside_the_caches_trees_is_refused(cache, module):
     import importlib
 
@@ -257,3 +287,26 @@ def test_the_harness_still_builds_its_own_patched_tree_in_the_cache(
     tree = cached_patched_tree(target, "default")
     assert tree.parent == cache / "patched"
     assert (tree / "vllm" / "events" / "ancestry.py").read_text() == "FILLED = 1\n"
+
+
+@pytest.mark.hostile
+def test_each_checkout_has_its_own_reports_and_logs(cache_dir, tmp_path, monkeypatch):
+    from harness import checkout
+
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "one")
+    places = {}
+    for name in ("one", "two", "link"):
+        monkeypatch.setattr(checkout, "root", lambda name=name: tmp_path / name)
+        places[name] = (cache.report("t", "default", "ci"), cache.log("t-ci-pristine"))
+    assert places["one"] == places["link"]  # the checkout's real path
+    assert places["one"][0] != places["two"][0]
+    assert places["one"][1] != places["two"][1]
+    for report, log in places.values():
+        assert report.is_relative_to(cache_dir / "checkouts")
+        assert report.parent.parent == log.parent.parent
+    monkeypatch.setattr(checkout, "root", lambda: tmp_path / "two")
+    assert (cache.claim_checkout_dir() / "checkout").read_text() == (
+        f"{tmp_path / 'two'}\n"
+    )

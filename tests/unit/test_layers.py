@@ -13,7 +13,7 @@ from support import REPO_ROOT
 PACKAGE = REPO_ROOT / "harness"
 # Lowest first. A module's layer is that of its top-level name under harness.
 LAYERS = (
-    {"__init__", "errors", "log", "checkout", "processes", "scratch"},
+    {"__init__", "errors", "log", "checkout", "processes", "scratch", "reading"},
     {"contract", "pins", "tiers", "targets", "cache", "verdict"},
     {"trees"},
     {"series"},

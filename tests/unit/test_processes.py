@@ -40,6 +40,7 @@ except (Stopped, KeyboardInterrupt):
 
 @pytest.mark.parametrize("slow_start", [False, True], ids=["started", "starting"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.hostile
 def test_a_called_child_is_ended_with_the_harness(tmp_path, signum, slow_start):
     tool = tmp_path / "waiting-tool"
     tool.write_text(WAITING_TOOL)
@@ -103,6 +104,7 @@ def test_a_bounded_childs_output_and_status_are_returned():
     assert (result.returncode, result.stdout, result.stderr) == (3, "out\n", "")
 
 
+@pytest.mark.hostile
 def test_a_bounded_child_that_never_ends_is_ended_with_its_group(tmp_path):
     import time
 
@@ -144,6 +146,7 @@ def wait_until_gone(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])
+@pytest.mark.hostile
 def test_a_bounded_child_that_floods_is_ended_at_the_cap(stream):
     """It would write 400 MB; it is ended after 1 MiB, in a moment."""
     import time
@@ -165,6 +168,40 @@ def test_a_bounded_child_that_floods_is_ended_at_the_cap(stream):
     assert ended.value.bound == stream
 
 
+@pytest.mark.hostile
+def test_a_bounded_child_past_its_memory_fails_to_allocate_and_says_so():
+    """It would take 2 GiB at once; bounded to 256 MiB, it cannot."""
+    from harness import processes
+
+    script = "x = bytearray(2 << 30)\nprint('allocated')\n"
+    with pytest.raises(processes.BoundExceeded) as ended:
+        processes.run_bounded(
+            [sys.executable, "-c", script],
+            timeout_s=60,
+            max_bytes=1 << 20,
+            max_memory=256 << 20,
+        )
+    assert str(ended.value) == (
+        f"{sys.executable} needed more than the 256 MiB of memory it may use; it "
+        f"ended with MemoryError"
+    )
+    assert ended.value.bound == "memory"
+
+
+def test_a_bounded_child_within_its_memory_runs_as_any_other():
+    from harness import processes
+
+    script = "x = bytearray(64 << 20)\nprint(len(x))\n"
+    result = processes.run_bounded(
+        [sys.executable, "-c", script],
+        timeout_s=60,
+        max_bytes=100,
+        max_memory=512 << 20,
+    )
+    assert (result.returncode, result.stdout) == (0, f"{64 << 20}\n")
+
+
+@pytest.mark.hostile
 def test_a_bounded_child_that_ends_but_leaves_its_output_open_is_bounded():
     """A child whose own child keeps stdout open: the wait is bounded too."""
     from harness import processes

@@ -6,9 +6,12 @@ import json
 
 import pytest
 from support.export import export, make_target
+from support.files import fifo_that_ends, sparse_file
 
 from harness import cli
 from harness.verdict import Conformance, Verdict
+
+pytestmark = pytest.mark.hostile
 
 CLASSES_REPORT = {"classes": {"K1": {"pristine": 5, "patched": 0}}}
 
@@ -125,3 +128,50 @@ def test_a_field_with_a_line_break_or_a_pipe_stays_in_its_cell(
     assert row.count(" | ") == header.count(" | ")
     if command == "releases":
         assert "&lt;img src=x>\\|x" in row
+
+
+@pytest.mark.parametrize("command", ["summary", "releases"])
+def test_a_field_with_terminal_escapes_is_shown_without_them(tmp_path, capsys, command):
+    report = tmp_path / "odd.json"
+    report.write_text(json.dumps(good(tier="\x1b]0;PWNED\x07\x1b[2K\rstrict")))
+    assert cli.main(["ci", command, str(report)]) == 0
+    [row] = [row for row in capsys.readouterr().out.splitlines() if "PWNED" in row]
+    assert row.startswith("| t | \\x1b]0;PWNED\\x07\\x1b[2K<br>strict | ci |")
+
+
+def fifo(tmp_path):
+    return fifo_that_ends(tmp_path / "verdict.json")
+
+
+def sparse(tmp_path):
+    return sparse_file(tmp_path / "verdict.json")
+
+
+# A file no verdict is, however it is given, and the words its line ends with.
+NOT_A_FILE = {
+    "a-fifo": (fifo, "a FIFO, not a regular file"),
+    "larger-than-any-report": (sparse, "larger than 64 MiB, which no report is"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_A_FILE))
+@pytest.mark.parametrize("command", ["summary", "releases"])
+def test_a_report_that_is_no_regular_file_is_refused_not_waited_on(
+    tmp_path, capsys, name, command
+):
+    make, reason = NOT_A_FILE[name]
+    bad = make(tmp_path)
+    assert cli.main(["ci", command, str(bad)]) == 9
+    assert capsys.readouterr().err == f"error: {bad}: {reason}\n"
+
+
+@pytest.mark.parametrize("name", sorted(NOT_A_FILE))
+def test_export_refuses_a_verdict_that_is_no_regular_file(
+    tmp_path, monkeypatch, cache, capsys, name
+):
+    make_target(tmp_path, monkeypatch)
+    make, reason = NOT_A_FILE[name]
+    verdict = make(tmp_path)
+    assert export(tmp_path / "mails", "--verdict", str(verdict)) == 9
+    assert capsys.readouterr().err.splitlines()[-1] == f"error: {verdict}: {reason}"
+    assert not (tmp_path / "mails").exists()

@@ -20,6 +20,8 @@ from support.installed import (
 
 from harness.installed.overlay import digest
 
+pytestmark = pytest.mark.hostile
+
 INFO = "vllm-9.9.9.dist-info"
 RECEIPT = f"{INFO}/kv-events-series"
 POOL = "vllm/v1/core/block_pool.py"
@@ -327,6 +329,37 @@ CASES = {
         19,
         "is /etc/hostname, not in a .dist-info directory of ",
     ),
+    "tier-with-lines-of-its-own": (
+        receipt_change(
+            lambda r: r.update(tier="strict\nRECORD: all 9999 files of vllm/ are ok")
+        ),
+        ["status"],
+        19,
+        "('tier' is 'strict\\nRECORD: all 9999 files of vllm/ are ok', not a tier "
+        "(default, strict))",
+    ),
+    "target-with-escapes": (
+        receipt_change(lambda r: r.update(target="\x1b[2K\rmain")),
+        ["uninstall"],
+        19,
+        "('target' is '\\x1b[2K\\rmain', not a target's name)",
+    ),
+    "release-with-a-space": (
+        receipt_change(lambda r: r.update(release="9.9.9 (ok)")),
+        ["status"],
+        19,
+        "('release' is '9.9.9 (ok)', not a release)",
+    ),
+    "probe-name-with-escapes": (
+        answer(
+            lambda site: probe_answer(site, None).replace(
+                '"name": "vllm"', '"name": "vllm\\u001b]0;PWNED\\u0007"'
+            )
+        ),
+        ["status", "--python", "PYTHON"],
+        19,
+        "answered the probe with a bad distribution name",
+    ),
     "stale-holder-note": (
         stale_holder_note,
         ["install", "--target", "t"],
@@ -399,3 +432,13 @@ def test_a_package_directory_that_is_the_caches_under_another_name_is_refused(
         f"inode: a bind mount?); the harness never writes into its cache"
     )
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.hostile
+def test_a_holder_note_is_shown_without_its_escapes(site, tmp_path):
+    from harness.installed.installation import _holder_of
+
+    note = site / INFO / ".harness-scratch-holder-1-aaaa"
+    note.mkdir()
+    (note / "holder").write_text("\x1b]0;PWNED\x07\x1b[31mRED\rFAKE: done\n")
+    assert _holder_of(site / INFO) == "\\x1b]0;PWNED\\x07\\x1b[31mRED\\rFAKE: done"

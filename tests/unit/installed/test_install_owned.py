@@ -17,6 +17,8 @@ from support.installed import (
 
 from harness.installed.overlay import digest
 
+pytestmark = pytest.mark.hostile
+
 CORE = "vllm/v1/core"
 INFO = "vllm-9.9.9.dist-info"
 
@@ -120,6 +122,20 @@ def test_a_package_file_that_is_a_fifo_is_refused_not_waited_on(site, tmp_path, 
     assert line == (
         f"error: {other} is not a regular file; the harness reads and writes "
         f"only the package's own files"
+    )
+
+
+def test_a_record_larger_than_any_is_read_no_further(
+    site, tmp_path, capsys, monkeypatch
+):
+    from harness.installed import package_files
+
+    record = site / INFO / "RECORD"
+    monkeypatch.setattr(package_files, "FILE_MAX_BYTES", record.stat().st_size - 1)
+    line = refused_line(capsys, "status")
+    assert line == (
+        f"error: {record} is larger than {record.stat().st_size - 1} bytes, which "
+        f"no file of an installed vllm is; reinstall it with pip"
     )
 
 
@@ -302,6 +318,37 @@ def test_a_record_the_probe_cannot_read_is_one_line(site, capsys):
     line = refused_line(capsys, "status")
     assert line.startswith("error: ")
     assert " exited 1: UnicodeDecodeError: 'utf-8' codec can't decode " in line
+
+
+def test_a_record_of_gigabytes_bounds_the_probe_not_the_machine(
+    site, capsys, monkeypatch
+):
+    """The issue's case: a 3 GB sparse RECORD grew the probe to 6.3 GB; now
+    its address space is bounded (here to 256 MiB) and it fails at once."""
+    from harness.installed import installed
+
+    monkeypatch.setattr(installed, "PROBE_MAX_MEMORY", 256 << 20)
+    record = site / INFO / "RECORD"
+    with record.open("r+b") as stream:
+        stream.truncate(400 << 20)
+    line = refused_line(capsys, "status")
+    assert line.startswith("error: asked where its vllm is, ")
+    assert line.endswith(
+        " needed more than the 256 MiB of memory it may use; it ended with MemoryError"
+    )
+
+
+@pytest.mark.parametrize("relative", ["bin/python", "./bin/python"])
+def test_a_relative_python_is_taken_from_the_working_directory(
+    site, tmp_path, monkeypatch, capsys, relative
+):
+    import sys
+
+    a_python(tmp_path, f'exec {sys.executable} "$@"')
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run_verb(capsys, "status", "--python", relative)
+    assert status == 0, err
+    assert out.startswith(f"vllm 9.9.9 in {site}, for ")
 
 
 # --------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from support.installed import (
     snapshot,
 )
 from support.series import edited
+from support.trees import pip_only_from
 
 from harness import cli
 from harness.errors import PackageError
@@ -135,6 +136,7 @@ def test_a_file_the_wheel_did_not_build_from_the_sdist_is_refused(
     assert snapshot(tmp_path / "site") == before
 
 
+@pytest.mark.hostile
 def test_a_vllm_inside_the_harness_cache_is_never_written(
     tmp_path, monkeypatch, capsys
 ):
@@ -153,6 +155,7 @@ def test_a_vllm_inside_the_harness_cache_is_never_written(
     assert snapshot(cache) == before
 
 
+@pytest.mark.hostile
 def test_a_vllm_shadowing_the_installed_one_is_refused(tmp_path, monkeypatch, capsys):
     release_target(tmp_path, monkeypatch)
     install_release(tmp_path / "site")
@@ -205,6 +208,7 @@ def test_a_file_changed_after_the_install_is_not_overwritten(site, capsys):
 @pytest.mark.parametrize(
     "stop", [KeyboardInterrupt, OSError], ids=["ctrl-c", "oserror"]
 )
+@pytest.mark.hostile
 def test_an_install_cut_short_leaves_the_package_as_it_was(
     site, monkeypatch, capsys, stop
 ):
@@ -236,6 +240,7 @@ def test_an_install_cut_short_leaves_the_package_as_it_was(
     assert snapshot(site) == before
 
 
+@pytest.mark.hostile
 def test_a_stop_signal_during_the_install_undoes_it_once_held(
     site, monkeypatch, capsys, ctrl_c
 ):
@@ -254,6 +259,7 @@ def test_a_stop_signal_during_the_install_undoes_it_once_held(
     assert snapshot(site) == before
 
 
+@pytest.mark.hostile
 def test_a_killed_install_is_seen_by_status_and_undone_by_uninstall(site, capsys):
     """What a SIGKILL between two files leaves: the receipt and one file."""
     before = snapshot(site)
@@ -355,8 +361,7 @@ def test_the_sdist_is_fetched_when_the_cache_has_none(
     index.mkdir()
     for path in (tmp_path / "cache").rglob("*.tar.gz"):
         path.rename(index / path.name)  # the pinned archive, now only on the index
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
+    pip_only_from(monkeypatch, index)
     status, _, err = run(capsys, "install", "--target", "t")
     assert status == 0, err
     assert "fetching vllm==9.9.9 through pip" in err
@@ -376,6 +381,7 @@ def test_e2e_refuses_a_package_with_a_series_on_it_before_any_work(site, capsys)
     )
 
 
+@pytest.mark.hostile
 def test_e2e_never_writes_into_a_tree_of_the_cache(tmp_path, monkeypatch):
     from harness.engine.e2e import end_to_end
 

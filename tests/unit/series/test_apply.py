@@ -284,6 +284,7 @@ def test_onto_applies_in_place(tmp_path, monkeypatch, method):
     assert " M vllm/block_pool.py" in git("status", "--porcelain", cwd=fork)
 
 
+@pytest.mark.hostile
 def test_onto_refuses_a_dirty_fork(tmp_path, monkeypatch, capsys):
     make_series(tmp_path, monkeypatch, GOOD_PATCHES, GOOD_SERIES)
     fork = make_fork(tmp_path)
@@ -304,6 +305,7 @@ def test_onto_refuses_a_directory_that_is_not_a_checkout(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("method", METHODS)
+@pytest.mark.hostile
 def test_onto_rolls_back_when_a_later_patch_fails(tmp_path, monkeypatch, method):
     patches = {**GOOD_PATCHES, "0005-bad.patch": STALE}
     target = make_series(
@@ -330,6 +332,7 @@ def commit_all(fork, message):
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message, cwd=fork)
 
 
+@pytest.mark.hostile
 def test_onto_a_checkout_of_another_release_is_refused_naming_it(
     tmp_path, monkeypatch, capsys
 ):
@@ -348,6 +351,7 @@ def test_onto_a_checkout_of_another_release_is_refused_naming_it(
     assert tree_files(fork) == before
 
 
+@pytest.mark.hostile
 def test_onto_reads_the_version_of_an_untagged_checkout_from_the_tree(
     tmp_path, monkeypatch, capsys
 ):
@@ -357,6 +361,21 @@ def test_onto_reads_the_version_of_an_untagged_checkout_from_the_tree(
     commit_all(fork, "version")
     assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 7
     assert "is vLLM 0.33.0 (vllm/_version.py), but" in capsys.readouterr().err
+
+
+@pytest.mark.hostile
+def test_onto_reads_no_version_file_larger_than_any_is(tmp_path, monkeypatch, capsys):
+    from harness.series import checkout_version
+
+    sdist_pinned_series(tmp_path, monkeypatch)
+    fork = make_fork(tmp_path)
+    version = "__version__ = version = '0.33.0'\n"
+    (fork / "vllm" / "_version.py").write_text(version + "#" * 1000 + "\n")
+    commit_all(fork, "version")
+    monkeypatch.setattr(checkout_version, "VERSION_FILE_MAX_BYTES", 1000)
+    monkeypatch.setenv("HARNESS_APPLY_WITH", "git")
+    assert cli.main(["apply", "--target", "t", "--onto", str(fork)]) == 0
+    assert "warning: cannot tell which vLLM" in capsys.readouterr().err
 
 
 def test_onto_the_target_release_applies_and_says_which_it_found(
@@ -371,6 +390,7 @@ def test_onto_the_target_release_applies_and_says_which_it_found(
     assert (fork / "vllm" / "events" / "ancestry.py").is_file()
 
 
+@pytest.mark.hostile
 def test_onto_a_checkout_of_unknown_version_is_a_warning(tmp_path, monkeypatch, capsys):
     sdist_pinned_series(tmp_path, monkeypatch)
     fork = make_fork(tmp_path)
@@ -383,6 +403,7 @@ def test_onto_a_checkout_of_unknown_version_is_a_warning(tmp_path, monkeypatch, 
     ) in capsys.readouterr().err
 
 
+@pytest.mark.hostile
 def test_onto_a_checkout_not_based_on_the_pinned_commit_is_refused(
     tmp_path, monkeypatch, capsys
 ):

@@ -93,7 +93,7 @@ def test_each_patch_fails_without_its_fix_and_passes_with_it(
     tmp_path, monkeypatch, cache, capsys
 ):
     make_target(tmp_path, monkeypatch)
-    write_verdict(cache / "reports" / "t-strict-ci.json", "strict")
+    write_verdict(tier="strict")
     assert export(tmp_path / "out", "--tier", "strict", evidence=True) == 0
     body = (tmp_path / "out" / "pr-body.md").read_text()
     first = evidence_block(body, 1)
@@ -144,7 +144,7 @@ def test_a_test_that_passes_without_the_fix_is_reported_and_fails_the_export(
     }
     patches["0001-report-the-parent.patch"] = patches.pop("0002-add-module.patch")
     make_target(tmp_path, monkeypatch, patches, series="0001-report-the-parent.patch\n")
-    write_verdict(cache / "reports" / "t-default-ci.json")
+    write_verdict()
     assert export(tmp_path / "out", evidence=True) == 1
     err = capsys.readouterr().err
     assert (
@@ -158,7 +158,7 @@ def test_a_test_that_passes_without_the_fix_is_reported_and_fails_the_export(
 
 def test_skipping_the_runs_is_said_in_the_body(tmp_path, monkeypatch, cache):
     make_target(tmp_path, monkeypatch)
-    write_verdict(cache / "reports" / "t-default-ci.json")
+    write_verdict()
     assert export(tmp_path / "out") == 0
     body = (tmp_path / "out" / "pr-body.md").read_text()
     assert "**Each commit's tests, without and with its fix:** not run." in body
@@ -235,7 +235,7 @@ def test_an_import_error_is_never_written_as_evidence(
         )
     }
     make_target(tmp_path, monkeypatch, patches, series="0001-report-the-parent.patch\n")
-    write_verdict(cache / "reports" / "t-default-ci.json")
+    write_verdict()
     code = export(tmp_path / "out", evidence=True)
     assert code == MissingDependency.exit_code
     err = capsys.readouterr().err

@@ -19,7 +19,6 @@ from support.export import (
 from support.trees import diff
 from support.trees import make_target as tiny_target
 
-from harness import cache
 from harness.errors import ExportError
 from harness.submission import discussion, pr_part, pr_prose
 from harness.submission.submission import Part, Submission
@@ -86,7 +85,7 @@ def test_the_validation_command_names_only_tests_of_the_branch(tmp_path, target)
 
 
 def test_a_part_quotes_no_run_of_the_whole_tier(tmp_path, target):
-    write_verdict(cache.report("t", "strict", "ci"), tier="strict")
+    write_verdict(tier="strict")
     whole, part = tmp_path / "whole", tmp_path / "part"
     assert export(whole, "--tier", "strict") == 0
     assert export(part, "--tier", "strict", "--patches", "1", evidence=True) == 0

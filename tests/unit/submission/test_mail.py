@@ -127,7 +127,7 @@ def test_cover_letter_is_filled_with_title_series_and_verdict(
             "wire": {"byte_identical": True},
         },
     )
-    write_verdict(cache / "reports" / "t-strict-ci.json", "strict", conformance)
+    write_verdict(tier="strict", conformance=conformance)
     assert export(tmp_path / "mails", "--tier", "strict") == 0
     out = capsys.readouterr().out
     assert "0000-cover-letter.patch" in out
@@ -180,7 +180,7 @@ def test_missing_verdict_is_said_plainly_and_warned(
     tmp_path, monkeypatch, cache, capsys
 ):
     make_target(tmp_path, monkeypatch)
-    write_verdict(cache / "reports" / "t-strict-ci.json", "strict")  # another tier
+    write_verdict(tier="strict")  # another tier
     assert export(tmp_path / "mails") == 0
     err = capsys.readouterr().err
     assert "warning: no verdict for target t tier default" in err
@@ -188,6 +188,22 @@ def test_missing_verdict_is_said_plainly_and_warned(
     assert "No test run was found for this series" in letter
     assert "**vLLM's tests**" not in letter
     assert "| passed |" not in letter
+
+
+@pytest.mark.hostile
+def test_another_checkouts_verdict_in_the_shared_cache_is_never_quoted(
+    tmp_path, monkeypatch, cache, capsys
+):
+    make_target(tmp_path / "one", monkeypatch)
+    write_verdict()  # in checkout one's reports, of the same series
+    make_target(tmp_path / "two", monkeypatch)
+    assert export(tmp_path / "mails") == 0
+    err = capsys.readouterr().err
+    assert "warning: no verdict for target t tier default in this checkout's" in err
+    assert (
+        "No test run was found for this series"
+        in (tmp_path / "mails" / "pr-body.md").read_text()
+    )
 
 
 def test_failing_verdict_is_reported_as_a_fail_with_its_reason(
@@ -203,6 +219,7 @@ def test_failing_verdict_is_reported_as_a_fail_with_its_reason(
     assert "- `tests/test_pool.py::test_capacity`: passed -> failed\n" in letter
 
 
+@pytest.mark.hostile
 def test_verdict_of_another_revision_of_the_series_is_warned(
     tmp_path, monkeypatch, cache, capsys
 ):
@@ -240,10 +257,11 @@ WHOLE = (
             "selection 'nightly' is none of ci, full",
         ),
         ("{not json", "not JSON"),
-        (None, "Is a directory"),
+        (None, "a directory, not a regular file"),
     ],
     ids=["list", "no-fields", "wrong-kind", "selection", "not-json", "directory"],
 )
+@pytest.mark.hostile
 def test_a_verdict_that_is_not_one_is_one_line_before_any_work(
     tmp_path, monkeypatch, cache, capsys, verdict_text, message
 ):
@@ -263,6 +281,7 @@ def test_a_verdict_that_is_not_one_is_one_line_before_any_work(
     assert not (tmp_path / "mails").exists()
 
 
+@pytest.mark.hostile
 def test_verdict_of_another_tier_is_refused(tmp_path, monkeypatch, cache, capsys):
     make_target(tmp_path, monkeypatch)
     verdict = write_verdict(tmp_path / "v.json", tier="strict")
@@ -323,50 +342,66 @@ def test_existing_out_directory_is_refused(tmp_path, monkeypatch, cache, capsys)
     assert list((tmp_path / "mails").iterdir()) == []
 
 
-def test_verdict_taken_at_a_revision_with_another_series_is_warned(
+@pytest.mark.hostile
+def test_only_a_verdict_judged_on_this_tree_is_quoted(
     tmp_path, monkeypatch, cache, capsys
 ):
+    """The issue's case: a shared cache held another checkout's verdict,
+    another revision's; only one of this series and harness code is quoted,
+    whatever else the checkout changed."""
     make_target(tmp_path, monkeypatch)
-    git(tmp_path, "init", "--quiet")
-    git(tmp_path, "add", "--all", ".")
-    git(tmp_path, "commit", "--quiet", "-m", "the series")
-    taken_at = git(tmp_path, "rev-parse", "--short=12", "HEAD").strip()
     verdict = write_verdict(tmp_path / "v.json")
-    data = json.loads(verdict.read_text())
 
-    def warnings_with(revision):
-        data["provenance"] = {"revision": revision}
+    def warnings_with(change=None):
+        data = json.loads(write_verdict(tmp_path / "v.json").read_text())
+        if change:
+            change(data)
         verdict.write_text(json.dumps(data))
         out = tmp_path / f"mails-{len(list(tmp_path.glob('mails-*')))}"
         assert export(out, "--verdict", str(verdict)) == 0
         found = [
             line
             for line in capsys.readouterr().err.splitlines()
-            if "was taken at revision" in line
+            if "is not of this tree" in line
         ]
         # what is warned of is left out of the body
         quoted = "**vLLM's tests** (run of" in (out / "pr-body.md").read_text()
         assert quoted is not found
         return found
 
-    assert warnings_with(taken_at) == []
-    assert warnings_with("unknown (not a git checkout)") == []
-    # A file of the directory that no series lists is no part of the series.
+    def left_out(why: str) -> list[str]:
+        return [
+            f"warning: the verdict {verdict} is not of this tree: {why}; it is left "
+            "out, and pr-body.md says there is none. Run `python -m harness test "
+            "--target t --tier default` first."
+        ]
+
+    assert warnings_with() == []
+    # Neither the docs nor a file of the directory that no series lists are
+    # any part of what was judged.
+    write_tree(tmp_path, {"README.md": "changed\n"})
     write_tree(tmp_path / "patches", {"alternatives/other.patch": "not a tier\n"})
-    assert warnings_with(f"{taken_at}-dirty") == []
-    assert warnings_with("0123456789ab") == [
-        f"warning: the verdict {verdict} was taken at revision 0123456789ab, which "
-        "this checkout does not have: it may be a verdict of another series and "
-        "is left out; rerun `python -m harness test --target t --tier default`"
-    ]
+    assert warnings_with() == []
+    assert warnings_with(lambda data: data.update(provenance={})) == left_out(
+        "it records no digest of its series and harness (an older verdict)"
+    )
+
+    def other_harness(data):
+        data["provenance"]["harness_sha256"] = "0" * 64
+
+    assert warnings_with(other_harness) == left_out(
+        "the harness code that judged it differs from this checkout's"
+    )
+    taken = verdict.read_text()
     patch = tmp_path / "patches" / "0002-add-module.patch"
     patch.write_text(patch.read_text().replace("A new module.", "A module."))
-    assert warnings_with(f"{taken_at}-dirty") == [
-        f"warning: the verdict {verdict} was taken at revision {taken_at}-dirty, "
-        "whose patches/series or its patches differ from this checkout's: it "
-        "may be a verdict of another series and is left out; rerun `python -m "
-        "harness test --target t --tier default`"
-    ]
+    verdict.write_text(taken)
+    assert export(tmp_path / "mails-last", "--verdict", str(verdict)) == 0
+    assert [
+        line
+        for line in capsys.readouterr().err.splitlines()
+        if "is not of this tree" in line
+    ] == left_out("its series file or patches differ from this checkout's")
 
 
 def test_a_part_of_the_series_goes_on_top_of_the_patches_before_it(

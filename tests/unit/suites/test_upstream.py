@@ -5,6 +5,7 @@ from support.trees import UPSTREAM_OUTCOMES, UPSTREAM_TREE, write_tree
 
 from harness.errors import TestRunError
 from harness.suites.upstream import run_upstream, runnable_in
+from harness.verdict import tally
 
 
 def test_outcomes_keep_node_ids_classes_and_parameters(tmp_path):
@@ -63,9 +64,9 @@ def test_pytest_output_goes_to_the_log_and_progress_counts_outcomes(
         line for line in err.splitlines() if " in " in line and "so far" not in line
     ]
     assert done[-1].startswith(
-        "harness: upstream tests, patched tree: "
-        "5 passed, 1 failed, 1 skipped, 1 xfailed"
+        "harness: upstream tests, patched tree: 5 passed, 1 failed, 2 skipped in "
     )
+    assert tally(outcomes) == {"passed": 5, "failed": 1, "skipped": 2}  # the row
     assert "test_slow PASSED" in log.read_text()
     assert "PASSED" not in err  # pytest's own lines only with echo
 
@@ -81,10 +82,13 @@ def test_echo_shows_pytest_output_as_well(tmp_path, capsys):
     [
         ("[gw1] [ 50%] PASSED tests/a.py::test_x \n", "1 passed"),
         ("tests/a.py::test_x FAILED                      [ 20%]\n", "1 failed"),
-        ("[gw0] [100%] ERROR tests/a.py::test_y \n", "1 errors"),
+        ("[gw0] [100%] ERROR tests/a.py::test_y \n", "1 failed"),
         ("FAILED tests/a.py::test_x - AssertionError\n", "no test done"),
         ("tests/a.py::test_ERROR_name PASSED [  5%]\n", "1 passed"),
         ("tests/a.py::test_s SKIPPED (not on this machine)   [ 62%]\n", "1 skipped"),
+        ("tests/a.py::test_p[partial x128, events off] PASSED [  1%]\n", "1 passed"),
+        ("[gw0] [ 9%] XFAIL tests/a.py::test_p[a b] \n", "1 skipped"),
+        ("tests/a.py::test_q XPASS (known)   [ 70%]\n", "1 passed"),
     ],
 )
 def test_the_tally_reads_only_pytest_outcome_lines(line, counted):
@@ -93,6 +97,19 @@ def test_the_tally_reads_only_pytest_outcome_lines(line, counted):
     tally = Tally()
     tally.see(line)
     assert str(tally) == counted
+
+
+def test_a_test_that_passes_then_errors_at_teardown_is_one_failed_test():
+    from harness.suites.upstream import Tally
+
+    tally = Tally()
+    for line in (
+        "tests/a.py::test_x PASSED                      [ 50%]\n",
+        "tests/a.py::test_x ERROR                       [ 50%]\n",
+        "tests/a.py::test_y[one two] PASSED                [100%]\n",
+    ):
+        tally.see(line)
+    assert str(tally) == "1 passed, 1 failed"
 
 
 CHANGED_AND_ADDED = """\

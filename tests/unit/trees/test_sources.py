@@ -19,6 +19,8 @@ from support.stopping import (
 from support.trees import (
     make_sdist,
     make_target,
+    pip_only_from,
+    pip_without_user_configuration,
     sdist_target,
     sha256_of,
     target_table,
@@ -124,16 +126,14 @@ def test_pip_downloader_fetches_an_sdist_from_a_local_index(
 ):
     setup = "from setuptools import setup\nsetup(name='vllm', version='9.9.9')\n"
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", {"setup.py": setup})
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
+    pip_only_from(monkeypatch, tmp_path / "index")
     tree = pristine_tree(sdist_target(archive))
     assert (tree / "setup.py").read_text() == setup
 
 
 def test_pip_downloader_failure_is_reported_in_one_line(tmp_path, monkeypatch):
     (tmp_path / "empty-index").mkdir()
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "empty-index"))
+    pip_only_from(monkeypatch, tmp_path / "empty-index")
     target = make_target(targets.SdistSource("vllm", "9.9.9", "0" * 64))
     with pytest.raises(DownloadError) as failed:
         pip_download(target.source, tmp_path / "out")
@@ -214,8 +214,7 @@ setup(name="vllm", version="9.9.9")
 def local_index(tmp_path, monkeypatch, setup: str):
     """An sdist vllm 9.9.9 in a find-links directory pip is pointed at."""
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", {"setup.py": setup})
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
+    pip_only_from(monkeypatch, tmp_path / "index")
     return archive
 
 
@@ -257,6 +256,7 @@ NEEDS_BUILD_TOOLS = {
 
 @pytest.mark.hostile
 @pytest.mark.parametrize("layout", ["pyproject", "setup.py only"])
+@pytest.mark.hostile
 def test_an_sdist_is_fetched_without_running_anything_in_it(
     cache, tmp_path, monkeypatch, layout
 ):
@@ -267,8 +267,7 @@ def test_an_sdist_is_fetched_without_running_anything_in_it(
     if layout != "pyproject":
         del files["pyproject.toml"]
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", files)
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
+    pip_only_from(monkeypatch, tmp_path / "index")
     tree = pristine_tree(sdist_target(archive))
     assert (tree / "setup.py").read_text() == files["setup.py"]
     assert not mark.exists(), "the sdist's setup.py ran"
@@ -280,8 +279,9 @@ def test_pip_configuration_files_are_honoured(cache, tmp_path, monkeypatch):
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", {"setup.py": setup})
     config = tmp_path / "pip.conf"
     config.write_text(f"[global]\nno-index = true\nfind-links = {archive.parent}\n")
+    pip_without_user_configuration(monkeypatch)  # PIP_FIND_LINKS would win
+    monkeypatch.setenv("XDG_CONFIG_DIRS", str(tmp_path / "no-site-configuration"))
     monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
-    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)  # it would win over the file
     tree = pristine_tree(sdist_target(archive))
     assert (tree / "setup.py").read_text() == setup
 
@@ -314,6 +314,7 @@ def test_a_cached_sdist_that_no_longer_matches_is_quarantined_and_fetched_again(
     [b"", b"this is not a tar archive\n" * 40, "truncated"],
     ids=["empty", "garbage", "truncated"],
 )
+@pytest.mark.hostile
 def test_a_broken_archive_whose_hash_matches_is_one_line(
     cache, tmp_path, monkeypatch, capsys, content
 ):
@@ -339,6 +340,7 @@ def test_a_broken_archive_whose_hash_matches_is_one_line(
     assert list((cache / "trees").iterdir()) == []
 
 
+@pytest.mark.hostile
 def test_a_cache_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
     not_a_directory = tmp_path / "cache-file"
@@ -352,6 +354,7 @@ def test_a_cache_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
     assert str(refused.value).endswith("set HARNESS_CACHE_DIR to a writable directory")
 
 
+@pytest.mark.hostile
 def test_an_unwritable_cache_is_one_line(tmp_path, monkeypatch, capsys):
     archive = make_sdist(tmp_path / "index", "vllm", "9.9.9", FILES)
     cache_dir = unwritable_directory(tmp_path) / "cache"
@@ -421,6 +424,7 @@ def start_waiting_fetch(tmp_path, cache, archive):
     ],
     ids=["SIGINT", "SIGTERM", "SIGHUP"],
 )
+@pytest.mark.hostile
 def test_a_stopped_fetch_ends_its_download_and_leaves_no_scratch(
     cache, tmp_path, signum, status, line
 ):

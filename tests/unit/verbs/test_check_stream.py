@@ -50,6 +50,23 @@ def test_violations_are_counted_per_view_when_there_are_several(tmp_path):
     ]
 
 
+@pytest.mark.hostile
+def test_a_medium_or_kind_with_escapes_is_shown_without_them(tmp_path):
+    data = payload(
+        stored([1], None, group=0, medium="\x1b[2K\rGPU", kind="a\nFAKE: 0"),
+        stored([2], None, group=1, kind="mamba"),
+    )
+    result = harness("check-stream", write(tmp_path, data))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    at = lines.index("  by view (medium, group, kind): violations at events")
+    assert lines[at + 1 :] == [
+        "    \\x1b[2K\\rGPU group 0 (a\\nFAKE: 0): none",
+        "    GPU group 1 (mamba): none",
+    ]
+
+
+@pytest.mark.hostile
 def test_truncated_file_is_one_error_line_naming_the_offset(tmp_path):
     first = payload(stored([1], None))
     path = write(tmp_path, first + payload(stored([2], 1))[:-4])
@@ -61,6 +78,7 @@ def test_truncated_file_is_one_error_line_naming_the_offset(tmp_path):
     assert lines[0].startswith(f"error: {path}: unreadable at byte {len(first)}:")
 
 
+@pytest.mark.hostile
 def test_unknown_tag_is_one_error_line(tmp_path):
     class BlockMoved(msgspec.Struct, tag=True):
         block_hashes: list[int]
@@ -78,6 +96,7 @@ def test_unknown_tag_is_one_error_line(tmp_path):
     assert "BlockMoved" in line
 
 
+@pytest.mark.hostile
 def test_garbage_is_one_error_line(tmp_path):
     path = write(tmp_path, b"\xc1garbage")
     result = harness("check-stream", path)
@@ -184,6 +203,7 @@ def test_limits_that_would_check_nothing_are_usage_errors(
     assert not (tmp_path / "kv.bin").exists()
 
 
+@pytest.mark.hostile
 def test_deep_msgpack_nesting_is_unreadable_not_a_crash(tmp_path):
     path = write(tmp_path, b"\x91" * 100_000 + b"\xc0")
     result = harness("check-stream", path)
@@ -194,6 +214,7 @@ def test_deep_msgpack_nesting_is_unreadable_not_a_crash(tmp_path):
     )
 
 
+@pytest.mark.hostile
 def test_deep_nesting_inside_a_field_is_unreadable_not_a_crash(tmp_path):
     event = {
         "type": "BlockStored",
@@ -217,6 +238,7 @@ def test_deep_nesting_inside_a_field_is_unreadable_not_a_crash(tmp_path):
     )
 
 
+@pytest.mark.hostile
 def test_an_endless_input_is_read_as_a_stream(tmp_path):
     # /dev/zero is a msgpack 0 per byte: the first is refused at once, where
     # reading it whole first would never end.
@@ -227,6 +249,7 @@ def test_an_endless_input_is_read_as_a_stream(tmp_path):
     )
 
 
+@pytest.mark.hostile
 def test_one_unreadable_file_does_not_drop_the_others_reports(tmp_path):
     clean = tmp_path / "clean.bin"
     clean.write_bytes(payload(stored([1], None)))
@@ -263,13 +286,14 @@ def test_a_gap_in_a_captures_sequence_numbers_is_incomplete(tmp_path):
     assert harness("check-stream", path).returncode == 0
 
 
+@pytest.mark.hostile
 def test_sequence_numbers_that_do_not_match_the_capture_are_unreadable(tmp_path):
     path = write(tmp_path, payload(stored([1], None)))
     (tmp_path / "stream.bin.seq").write_text("0\n1\n")
     result = harness("check-stream", path)
     assert result.returncode == UnreadableStream.exit_code
     assert result.stderr == (
-        f"error: {path}.seq: 2 sequence number(s) for the 1 payload(s) of "
+        f"error: {path}.seq: more than 1 sequence number(s) for the 1 payload(s) of "
         f"{path}; they do not belong together\n"
     )
 
@@ -283,6 +307,7 @@ def test_sequence_numbers_that_do_not_match_the_capture_are_unreadable(tmp_path)
     ],
     ids=["negative", "over-8-bytes", "a-word"],
 )
+@pytest.mark.hostile
 def test_a_sequence_number_no_publisher_sends_is_unreadable(
     tmp_path, capsys, numbers, line
 ):
@@ -299,6 +324,7 @@ def test_a_sequence_number_no_publisher_sends_is_unreadable(
 
 
 @pytest.mark.parametrize("kind", ["directory", "dangling-link"])
+@pytest.mark.hostile
 def test_a_sequence_file_that_is_not_a_file_is_unreadable_not_ignored(
     tmp_path, capsys, kind
 ):
@@ -317,6 +343,46 @@ def test_a_sequence_file_that_is_not_a_file_is_unreadable_not_ignored(
     )
 
 
+@pytest.mark.hostile
+def test_a_sequence_file_of_one_endless_line_is_read_no_further(tmp_path, capsys):
+    from support.files import sparse_file
+
+    from harness import cli
+
+    path = write(tmp_path, payload(stored([1], None)))
+    sparse_file(tmp_path / "stream.bin.seq")
+    assert cli.main(["check-stream", path]) == UnreadableStream.exit_code
+    assert capsys.readouterr().err == (
+        f"error: {path}.seq: line 1 is longer than 64 bytes\n"
+    )
+
+
+@pytest.mark.hostile
+def test_a_sequence_file_is_read_no_further_than_its_capture_needs(
+    tmp_path, capsys, monkeypatch
+):
+    from harness import cli, reading
+
+    lines_read = []
+    real = reading.bounded_lines
+
+    def counted(stream, longest, most):
+        for line in real(stream, longest, most):
+            lines_read.append(line)
+            yield line
+
+    monkeypatch.setattr("harness.contract.subscribe.bounded_lines", counted)
+    path = write(tmp_path, payload(stored([1], None)) + payload(stored([2], 1)))
+    (tmp_path / "stream.bin.seq").write_text("".join(f"{n}\n" for n in range(1000)))
+    assert cli.main(["check-stream", path]) == UnreadableStream.exit_code
+    assert capsys.readouterr().err == (
+        f"error: {path}.seq: more than 2 sequence number(s) for the 2 payload(s) "
+        f"of {path}; they do not belong together\n"
+    )
+    assert len(lines_read) == 3
+
+
+@pytest.mark.hostile
 def test_witnesses_are_bounded_and_every_violation_counted(tmp_path):
     events = [stored([n], 10**6 + n) for n in range(2000)]
     result = harness("check-stream", write(tmp_path, payload(*events)))

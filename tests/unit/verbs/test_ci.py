@@ -271,10 +271,11 @@ def test_summary_of_only_missing_reports_has_no_table(tmp_path):
         ("{", "not JSON (Expecting property name enclosed in double quotes: "),
         ("[1, 2]", "a JSON list, not an object"),
         ('{"target": "main"}', "no field 'conformance'"),
-        (None, "Is a directory"),
+        (None, "a directory, not a regular file"),
     ],
     ids=["not-json", "a-list", "missing-fields", "a-directory"],
 )
+@pytest.mark.hostile
 def test_a_bad_verdict_is_one_line_and_keeps_the_good_rows(
     tmp_path, capsys, content, why
 ):
@@ -296,6 +297,7 @@ def test_a_bad_verdict_is_one_line_and_keeps_the_good_rows(
     assert lines[3] == f"Unreadable verdict at `{bad}`: {line.removeprefix('error: ')}"
 
 
+@pytest.mark.hostile
 def test_a_verdict_with_fields_of_the_wrong_kind_is_unreadable(tmp_path, capsys):
     data = a_verdict().as_json()
     data["patched"]["outcomes"] = ["not", "a", "mapping"]
@@ -358,3 +360,80 @@ def test_releases_says_when_a_verdict_recorded_no_provenance():
     cells = dict(zip(RELEASE_COLUMNS, row.strip("| ").split(" | "), strict=True))
     assert cells["revision"] == "not recorded"
     assert cells["K1"] == "-"
+
+
+# --------------------------------------------------------------------------
+# Only verdicts of this checkout's tree
+# --------------------------------------------------------------------------
+
+
+def other_tree(path):
+    """The verdict at ``path``, as judged by other harness code."""
+    data = json.loads(path.read_text())
+    data["provenance"]["harness_sha256"] = "0" * 64
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("command", ["summary", "releases"])
+def test_without_reports_this_checkouts_verdicts_of_this_tree_are_rendered(
+    tmp_path, monkeypatch, cache, capsys, command
+):
+    from support.export import make_target, write_verdict
+
+    from harness import cache as harness_cache
+
+    make_target(tmp_path, monkeypatch)
+    assert cli.main(["ci", command]) == 0
+    none = (
+        f"No report of this checkout's tree in {harness_cache.reports()}: "
+        "`python -m harness test` writes one."
+    )
+    captured = capsys.readouterr()
+    if command == "summary":
+        assert captured.out == none + "\n"
+    else:
+        assert captured.err == f"warning: {none}\n"
+    write_verdict()
+    other_tree(write_verdict(tier="strict"))
+    older = harness_cache.report("t", "default", "full")
+    write_verdict(older, judged_here=False)
+    assert cli.main(["ci", command]) == 0
+    out, err = capsys.readouterr()
+    rows = [line for line in out.splitlines() if line.startswith("| t |")]
+    assert [row.split(" | ")[1:3] for row in rows] == [["default", "ci"]]
+    why = {
+        older: "it records no digest of its series and harness (an older verdict)",
+        harness_cache.report("t", "strict", "ci"): (
+            "the harness code that judged it differs from this checkout's"
+        ),
+    }
+    if command == "summary":
+        assert out.splitlines()[3:] == [
+            f"Verdict at `{path}` is not of this tree: {reason}."
+            for path, reason in why.items()
+        ]
+    else:
+        assert err.splitlines() == [
+            f"warning: the verdict {path} is not of this tree ({reason}); left out"
+            for path, reason in why.items()
+        ]
+
+
+@pytest.mark.hostile
+def test_a_named_verdict_of_another_tree_is_left_out_one_of_none_rendered(
+    tmp_path, monkeypatch, cache, capsys
+):
+    from support.export import make_target, write_verdict
+
+    make_target(tmp_path, monkeypatch)
+    older = write_verdict(tmp_path / "older.json", judged_here=False)
+    other = other_tree(write_verdict(tmp_path / "other.json"))
+    assert cli.main(["ci", "summary", str(older), str(other)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].startswith("| t | default | ci |")
+    assert lines[3:] == [
+        f"Verdict at `{other}` is not of this tree: the harness code that judged "
+        "it differs from this checkout's."
+    ]

@@ -10,11 +10,12 @@ import pytest
 from harness import cli
 from harness.contract.checker import Violation
 from harness.engine.e2e import EndToEnd, write_report
+from harness.engine.e2e_table import E2E_COLUMNS, e2e_table
 from harness.engine.judge import SessionReport
 from harness.engine.session import Session
 from harness.installed.overlay import Overlay
 from harness.routers.fidelity import Tally
-from harness.verbs.ci import E2E_COLUMNS, RELEASE_COLUMNS, e2e_table
+from harness.verbs.ci import RELEASE_COLUMNS
 from harness.verdict import Conformance, Verdict
 
 PROVENANCE = {
@@ -225,6 +226,7 @@ def test_a_report_no_tests_judged_says_so():
     ],
     ids=["no-sessions", "a-tier-missing", "tests-a-list"],
 )
+@pytest.mark.hostile
 def test_a_broken_e2e_report_is_one_line_and_status_9(tmp_path, capsys, change, why):
     data = an_end_to_end().as_json()
     change(data)
@@ -233,3 +235,44 @@ def test_a_broken_e2e_report_is_one_line_and_status_9(tmp_path, capsys, change, 
     assert cli.main(["ci", "releases", str(path)]) == 9
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {path}: not an e2e report: {why}")
+
+
+def share(**counts):
+    def change(data):
+        fidelity = data["sessions"]["pristine"]["hash_set_fidelity"]
+        fidelity.update(counts)
+
+    return change
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (
+            share(probes=2, exact=5, over=0, under=0),
+            "sessions.pristine.hash_set_fidelity has exact 5, over 0, under 0 of 2 "
+            "probes",
+        ),
+        (
+            share(probes=-3, exact=7),
+            "sessions.pristine.hash_set_fidelity has probes -3, not a count",
+        ),
+        (
+            share(probes=True, exact=True, over=0, under=0),
+            "sessions.pristine.hash_set_fidelity has probes True, not a count",
+        ),
+    ],
+    ids=["exact-over-probes", "negative-probes", "probes-true"],
+)
+def test_an_impossible_share_is_refused_not_rendered(tmp_path, capsys, change, why):
+    data = an_end_to_end().as_json()
+    change(data)
+    path = tmp_path / "e2e-0.28.json"
+    path.write_text(json.dumps(data))
+    assert cli.main(["ci", "releases", str(path)]) == 9
+    assert capsys.readouterr() == (
+        "",
+        f"error: {path}: not an e2e report: a field of the wrong kind or value "
+        f"({why})\n",
+    )

@@ -3,6 +3,7 @@ status before any work, and a run that cannot write its files leaves them
 as they were."""
 
 import pytest
+from support.files import sparse_file
 
 from harness import cli
 from harness.errors import OutputError
@@ -35,6 +36,7 @@ def test_a_timeout_too_long_to_wait_for_is_a_usage_error(capsys, verb, value):
 
 @pytest.mark.parametrize("option", ["--topic", "--zmq"])
 @pytest.mark.parametrize("verb", ["check-stream", "capture"])
+@pytest.mark.hostile
 def test_a_topic_or_endpoint_that_is_not_utf8_is_a_usage_error(
     capsys, tmp_path, verb, option
 ):
@@ -118,6 +120,7 @@ def workloads_argv(out):
         ("a-file/run.rec", "{out}: {parent} is not a directory"),
     ],
 )
+@pytest.mark.hostile
 def test_a_workload_out_that_cannot_be_written_is_refused_before_the_work(
     tmp_path, capsys, fake_vllm, where, message
 ):
@@ -131,6 +134,7 @@ def test_a_workload_out_that_cannot_be_written_is_refused_before_the_work(
     assert fake_vllm == []
 
 
+@pytest.mark.hostile
 def test_a_stream_that_cannot_be_written_leaves_no_record_file(
     tmp_path, capsys, fake_vllm
 ):
@@ -173,6 +177,7 @@ def test_capture_refuses_a_sequence_file_that_is_a_directory_before_subscribing(
     )
 
 
+@pytest.mark.hostile
 def test_a_stream_mixing_none_and_values_for_medium_or_group_is_reported(
     tmp_path, capsys
 ):
@@ -196,6 +201,7 @@ def test_a_stream_mixing_none_and_values_for_medium_or_group_is_reported(
     ]
 
 
+@pytest.mark.hostile
 def test_twenty_thousand_views_are_reported_each_once_in_group_order(tmp_path, capsys):
     from support.events import payloads, stored
 
@@ -222,6 +228,7 @@ def symlink_loop(tmp_path):
     return tmp_path / "loop-a"
 
 
+@pytest.mark.hostile
 def test_a_dest_under_a_symlink_loop_is_one_line(tmp_path, monkeypatch, capsys):
     from support.series import GOOD_PATCHES, GOOD_SERIES, make_series
 
@@ -232,6 +239,7 @@ def test_a_dest_under_a_symlink_loop_is_one_line(tmp_path, monkeypatch, capsys):
     assert err.startswith(f"error: cannot make {dest}: ") and err.count("\n") == 1
 
 
+@pytest.mark.hostile
 def test_a_verdict_that_is_a_symlink_loop_is_unreadable_not_missing(tmp_path, capsys):
     loop = symlink_loop(tmp_path)
     assert cli.main(["ci", "summary", str(loop)]) == 9
@@ -253,6 +261,7 @@ def test_a_verdict_that_is_a_symlink_loop_is_unreadable_not_missing(tmp_path, ca
     ],
     ids=["empty", "a-device", "a-name-too-long"],
 )
+@pytest.mark.hostile
 def test_capture_refuses_an_out_it_could_only_destroy_or_never_write(
     tmp_path, monkeypatch, capsys, out, message
 ):
@@ -264,9 +273,18 @@ def test_capture_refuses_an_out_it_could_only_destroy_or_never_write(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_report_that_never_ends_is_read_no_further_than_any_report(capsys):
+@pytest.mark.hostile
+def test_a_report_that_never_ends_is_never_read(capsys):
     assert cli.main(["ci", "summary", "/dev/zero"]) == 9
     assert capsys.readouterr().err == (
-        "error: /dev/zero: not a verdict of `python -m harness test`: not JSON "
-        "(larger than 64 MiB, which no report is)\n"
+        "error: /dev/zero: a character device, not a regular file\n"
+    )
+
+
+@pytest.mark.hostile
+def test_a_report_larger_than_any_is_read_no_further(tmp_path, capsys):
+    huge = sparse_file(tmp_path / "huge.json")
+    assert cli.main(["ci", "summary", str(huge)]) == 9
+    assert capsys.readouterr().err == (
+        f"error: {huge}: larger than 64 MiB, which no report is\n"
     )

@@ -1,7 +1,14 @@
 """`targets`: the pinned targets with their release, and one target's
 upstream tests for a fork's pytest."""
 
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+from support import REPO_ROOT
+from support.files import fifo_that_ends, sparse_file
 
 from harness import cli
 from harness.targets import get_target
@@ -100,3 +107,65 @@ def test_targets_from_a_removed_working_directory_lists_them(
     (tmp_path / "gone").rmdir()
     assert cli.main(["targets"]) == 0
     assert "main" in capsys.readouterr().out
+
+
+def a_fork(tmp_path, make) -> Path:
+    """A fork whose tests/v1/core/test_scheduler.py is what ``make`` leaves."""
+    scheduler = tmp_path / "tests/v1/core/test_scheduler.py"
+    scheduler.parent.mkdir(parents=True)
+    make(scheduler)
+    return tmp_path
+
+
+def in_fork(tree: Path, **options) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "targets", "--tests", "main", "--in", tree],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        **options,
+    )
+
+
+def at_most_a_gibibyte():
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+# A hostile fork's scheduler test file, and what the warning says of it.
+UNREADABLE_TEST_FILES = {
+    "a-fifo": (fifo_that_ends, "a FIFO, not a regular file"),
+    "a-link-to-dev-zero": (
+        lambda path: path.symlink_to("/dev/zero"),
+        "a character device, not a regular file",
+    ),
+    "larger-than-any-test-file": (
+        sparse_file,
+        "larger than 16 MiB, which no test file is",
+    ),
+}
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("name", sorted(UNREADABLE_TEST_FILES))
+def test_a_test_file_of_a_fork_that_cannot_be_read_leaves_its_tests_out(tmp_path, name):
+    make, reason = UNREADABLE_TEST_FILES[name]
+    fork = a_fork(tmp_path, make)
+    result = in_fork(fork, preexec_fn=at_most_a_gibibyte)
+    assert result.returncode == 0, result.stderr
+    scheduler = fork / "tests/v1/core/test_scheduler.py"
+    assert result.stderr == (
+        f"warning: {scheduler}: cannot be read ({reason}); its single tests are "
+        f"left out\n"
+    )
+    assert SCHEDULER_TEST not in result.stdout.splitlines()
+
+
+@pytest.mark.hostile
+def test_a_test_file_too_deep_to_parse_is_left_to_pytest(tmp_path, capsys):
+    deep = "def test_x():\n    x = " + "+".join(["1"] * 100_000) + "\n"
+    fork = a_fork(tmp_path, lambda path: path.write_text(deep))
+    assert cli.main(["targets", "--tests", "main", "--in", str(fork)]) == 0
+    captured = capsys.readouterr()
+    assert SCHEDULER_TEST in captured.out.splitlines()
+    assert captured.err == ""

@@ -132,6 +132,7 @@ def test_pristine_outcomes_are_cached_per_source_and_fresh_reruns_them(
     assert runs_on_pristine == [True, False, True]
 
 
+@pytest.mark.hostile
 def test_a_report_path_that_is_a_directory_is_refused_before_any_work(project, capsys):
     use_patches(project, {"0001-add-test.patch": ADD_TEST})
     report = project / "reports"
@@ -144,6 +145,7 @@ def test_a_report_path_that_is_a_directory_is_refused_before_any_work(project, c
     assert captured.out == ""
 
 
+@pytest.mark.hostile
 def test_an_unwritable_report_keeps_the_printed_verdict(project, capsys):
     use_patches(project, {"0001-add-test.patch": ADD_TEST})
     report = unwritable_directory(project) / "verdict.json"
@@ -154,3 +156,51 @@ def test_an_unwritable_report_keeps_the_printed_verdict(project, capsys):
         f"error: cannot write the verdict to {report}: "
     )
     assert captured.err.endswith("; the verdict printed above stands\n")
+
+
+def test_the_verdict_records_the_tree_it_judged(project, capsys):
+    from harness.series.judged import code_digest
+    from harness.series.model import load_series
+    from harness.targets import get_target
+
+    use_patches(project, {"0001-add-test.patch": ADD_TEST})
+    report = project / "verdict.json"
+    assert run_verb("--report", str(report)) == 0
+    provenance = json.loads(report.read_text())["provenance"]
+    assert (
+        provenance["series_sha256"] == load_series(get_target("t"), "default").digest()
+    )
+    assert provenance["harness_sha256"] == code_digest()
+
+
+@pytest.mark.hostile
+def test_two_checkouts_sharing_a_cache_keep_their_own_reports_and_logs(
+    project, monkeypatch, capsys
+):
+    """The issue's case: two clones' runs overwrote each other's
+    reports/main-default-ci.json and logs, seconds after one printed where
+    its verdict was."""
+    from harness import cache
+
+    use_patches(project, {"0001-add-test.patch": ADD_TEST})
+    other = project / "other"
+    shutil.copytree(project, other, ignore=shutil.ignore_patterns("other", "cache"))
+    written = {}
+    for checkout in (project, other):
+        use_checkout(monkeypatch, checkout / "harness" / "targets.toml")
+        assert run_verb() == 0
+        report = cache.report("t", "default", "ci")
+        assert capsys.readouterr().err.rstrip().endswith(f"verdict written to {report}")
+        logs = sorted(report.parent.parent.glob("logs/*.log"))
+        assert [log.name for log in logs] == [
+            "t-ci-pristine.log",
+            "t-default-ci-patched.log",
+            "t-default-conformance.log",
+        ]
+        written[checkout] = report, report.read_bytes(), logs
+        note = report.parent.parent / "checkout"
+        assert note.read_text() == f"{checkout.resolve()}\n"
+    (first, first_bytes, first_logs), (second, _, second_logs) = written.values()
+    assert first != second and first.parent.parent.parent == second.parent.parent.parent
+    assert first.read_bytes() == first_bytes  # the second run wrote its own
+    assert not set(first_logs) & set(second_logs)
