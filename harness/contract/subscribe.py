@@ -10,13 +10,11 @@ its sequence numbers are kept beside it, one per line in FILE.seq
 (`SEQUENCE_SUFFIX`), so that a gap in a captured file can be seen too.
 
 The publisher binds wildcard (``tcp://*:PORT``, ``::``) and ipc/inproc
-endpoints and connects to every other one (its default, ``tcp://*:5557``,
-binds). A subscriber of an engine that binds connects to it, by its host
-(``tcp://HOST:PORT``; ``*`` is this host): ``bind=False``, what
-``--zmq`` does. One of an engine configured with ``tcp://HOST:PORT`` binds
-that address and waits for the engine to connect: ``bind=True``
-(``--listen``). ``bind=None`` mirrors vLLM's rule for the endpoint string of
-the engine's own configuration (the e2e session's subscriber).
+endpoints and connects to every other one. A subscriber of an engine that
+binds connects to it (``tcp://HOST:PORT``; ``*`` is this host):
+``bind=False``, what ``--zmq`` does; one of an engine configured with
+``tcp://HOST:PORT`` binds it and waits: ``bind=True`` (``--listen``);
+``bind=None`` follows vLLM's rule for the engine's own endpoint string.
 
 Every inbound frame is capped at `MAX_PAYLOAD_BYTES` (ZMQ's MAXMSGSIZE, the
 cap a capture file's payloads have): ZMQ refuses a larger one before it

@@ -177,28 +177,32 @@ def runnable_in(tree: Path, tests: tuple[str, ...]) -> list[str]:
     warning."""
     from harness.submission.evidence import test_functions
 
-    runnable = []
-    for test in tests:
-        path, _, name = test.partition("::")
-        if name:
+    # Each file read and parsed once: None where pytest is left to report it.
+    defined_in: dict[str, set[str] | None] = {}
+
+    def defined(path: str) -> set[str] | None:
+        if path not in defined_in:
             try:
                 text = read_bounded(tree / path, TEST_FILE_MAX_BYTES, what="test file")
-                defined = name.split("[", 1)[0] in test_functions(
-                    text.decode("utf-8", "replace")
-                )
+                defined_in[path] = set(test_functions(text.decode("utf-8", "replace")))
             except FileNotFoundError:
-                defined = False
+                defined_in[path] = set()
             except (OSError, Refused) as exc:
                 warning(
                     f"{tree / path}: cannot be read ({_why(exc)}); its single "
                     f"tests are left out"
                 )
-                defined = False
+                defined_in[path] = set()
             except SyntaxError:  # pytest reports the file as it is
-                defined = True
-            if not defined:
-                continue
-        runnable.append(test)
+                defined_in[path] = None
+        return defined_in[path]
+
+    runnable = []
+    for test in tests:
+        path, _, name = test.partition("::")
+        names = defined(path) if name else None
+        if names is None or name.split("[", 1)[0] in names:
+            runnable.append(test)
     return runnable
 
 

@@ -48,12 +48,31 @@ def add_target_arguments(
         parser.add_argument("--tier", choices=TIERS, default="default")
 
 
+def python_path(text: str) -> str:
+    """A ``--python`` as given: a path with a slash taken from the working
+    directory, as a shell takes it (the probes run it from elsewhere), a
+    bare name looked up on PATH when it is run."""
+    import argparse
+    import os
+
+    if os.sep not in text:
+        return text
+    try:
+        return os.path.abspath(text)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text} is relative, and the working directory cannot be read "
+            f"({exc.strerror}); give an absolute path"
+        ) from None
+
+
 def add_python_argument(parser) -> None:
     """``--python``: the interpreter whose installed vllm a verb works on."""
     import sys
 
     parser.add_argument(
         "--python",
+        type=python_path,
         default=sys.executable,
         metavar="PATH",
         help="the Python of the environment whose vllm to use (default: the "

@@ -10,6 +10,7 @@ from harness.verbs import (
     add_subscription_arguments,
     positive_int,
     positive_seconds,
+    python_path,
     subscription_endpoint,
     utf8_text,
 )
@@ -93,6 +94,7 @@ def register(parser) -> None:
     )
     told.add_argument(
         "--python",
+        type=python_path,
         metavar="PATH",
         help="the engine environment's Python: its install receipt says the "
         "tier (python -m harness status --python PATH shows it)",

@@ -26,8 +26,6 @@ INFO = "vllm-9.9.9.dist-info"
 RECEIPT = f"{INFO}/kv-events-series"
 POOL = "vllm/v1/core/block_pool.py"
 
-pytestmark = pytest.mark.hostile
-
 
 def installed(site, capsys):
     assert run_verb(capsys, "install", "--target", "t")[0] == 0
@@ -434,7 +432,6 @@ def test_a_package_directory_that_is_the_caches_under_another_name_is_refused(
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.hostile
 def test_a_holder_note_is_shown_without_its_escapes(site, tmp_path):
     from harness.installed.installation import _holder_of
 
