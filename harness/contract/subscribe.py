@@ -14,13 +14,11 @@ endpoints and connects to every other one. A subscriber of an engine that
 binds connects to it (``tcp://HOST:PORT``; ``*`` is this host):
 ``bind=False``, what ``--zmq`` does; one of an engine configured with
 ``tcp://HOST:PORT`` binds it and waits: ``bind=True`` (``--listen``);
-``bind=None`` follows vLLM's rule for the engine's own endpoint string.
+``bind=None`` follows vLLM's rule for the engine's own endpoint.
 
-Every inbound frame is capped at `MAX_PAYLOAD_BYTES` (ZMQ's MAXMSGSIZE, the
-cap a capture file's payloads have): ZMQ refuses a larger one before it
-holds it whole, by closing the connection that sent it, and the subscription
-counts the connections closed (`Subscription.disconnects`), so that the gap
-it leaves can be told.
+Every inbound frame is capped at `MAX_PAYLOAD_BYTES` (ZMQ's MAXMSGSIZE):
+ZMQ closes the connection that sends a larger one before holding it whole,
+and `Subscription.disconnects` counts those, so the gap can be told.
 
 vLLM's publisher can also keep its last batches for replay
 (``replay_endpoint``; harness.contract.replay asks it for the messages a
