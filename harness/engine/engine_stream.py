@@ -12,6 +12,7 @@ harness.engine.engine_routers.
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import msgspec
 
@@ -34,20 +35,32 @@ class EngineStream:
     # The engine's PUB socket tells no one of its subscribers.
     subscriptions = 0
 
-    def __init__(self, port: int):
+    def __init__(self, endpoint: str, topic: str = ""):
         zmq = require("zmq", "capture")
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.SUB)
         self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.SUBSCRIBE, b"")
-        self.engine_endpoint = f"tcp://*:{port}"  # the engine binds it
-        self.endpoint = f"tcp://127.0.0.1:{port}"  # every subscriber connects
+        self.socket.setsockopt(zmq.SUBSCRIBE, topic.encode())
+        self.endpoint = endpoint  # every subscriber connects
         self.socket.connect(self.endpoint)
         self.payloads: list[bytes] = []
         self.batch_events: list[int] = []
         self.events = 0
         self.sequence_check = SequenceCheck()
         self.heard = time.monotonic()
+
+    @classmethod
+    def on_port(cls, port: int) -> EngineStream:
+        """The subscriber to an engine that will bind ``engine_endpoint``,
+        ``tcp://*:PORT``, on this host."""
+        stream = cls(f"tcp://127.0.0.1:{port}")
+        stream.engine_endpoint = f"tcp://*:{port}"
+        return stream
+
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the last batch heard; -1 before any."""
+        return self.sequence_check.expected - 1
 
     @property
     def sequence(self) -> int:
@@ -95,6 +108,19 @@ class EngineStream:
         self.context.term()
 
 
+class AtGate(NamedTuple):
+    """What the engine sends at its gate (harness.engine.engine.request_gate):
+    a request, its tokens and the hashes the engine computed for them; or,
+    once before the first, phase "hello" with what the engine says of how
+    it keys prompts in ``info``."""
+
+    number: int
+    phase: str
+    tokens: list[int]
+    hashes: list = []
+    info: dict = {}
+
+
 class Gate:
     """The REP side of harness.engine.engine.request_gate, on the loopback."""
 
@@ -106,12 +132,11 @@ class Gate:
         port = self.socket.bind_to_random_port("tcp://127.0.0.1")
         self.endpoint = f"tcp://127.0.0.1:{port}"
 
-    def asked(self) -> tuple[int, str, list[int]] | None:
+    def asked(self) -> AtGate | None:
         """The request waiting at the gate, if one is."""
         if not self.socket.poll(0):
             return None
-        number, phase, tokens = msgspec.msgpack.decode(self.socket.recv())
-        return number, phase, tokens
+        return AtGate(*msgspec.msgpack.decode(self.socket.recv()))
 
     def go(self) -> None:
         self.socket.send(b"go")
