@@ -116,12 +116,14 @@ def each_tier(
     alone: bool = False,
     tiers: tuple[str, ...] = TIERS,
     released: bool = True,
+    model_kind: str = "hybrid",
 ) -> TierRuns:
     """Build the model; ``session(label, model, dtype)`` on the installed
     package as released (label "pristine"; unless not ``released``), then
     with each of ``tiers`` installed, taken off after its session; with
     ``alone``, then with each patch of the strict tier alone (the default
-    tier is one patch already)."""
+    tier is one patch already). ``model_kind``: which of
+    harness.engine.engine.MODELS the sessions run."""
     pins = get_target(target)
     located = locate(sys.executable)  # before any work: vllm, and which one
     check_release(pins, located.dist)
@@ -141,7 +143,7 @@ def each_tier(
         dtype = runnable
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
-        model = build_model(Path(scratch) / "model")
+        model = build_model(Path(scratch) / "model", model_kind)
         if released:
             results["pristine"] = session("pristine", model, dtype)
         for tier, overlay in overlays.items():

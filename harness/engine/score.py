@@ -45,6 +45,7 @@ class Scored:
     seed: int
     sessions: dict[str, RoutersSession]
     wall_s: float
+    model: str = "hybrid"
 
     def errors(self) -> list[tuple[str, RouterProtocolError]]:
         return [
@@ -62,7 +63,8 @@ class Scored:
         )
 
     def table(self) -> RoutersTable:
-        return session_table(self.sessions, f"{self.engine}, {self.dtype}")
+        engine = f"{self.engine}, {self.dtype}, the {self.model} model"
+        return session_table(self.sessions, engine)
 
     def as_json(self) -> dict:
         return {
@@ -70,6 +72,7 @@ class Scored:
             "target": self.target,
             "engine": self.engine,
             "dtype": self.dtype,
+            "model": self.model,
             "seed": self.seed,
             "sessions": {
                 label: session_json(session) for label, session in self.sessions.items()
@@ -197,7 +200,8 @@ def render_totals(scored: Scored) -> str:
 def render(scored: Scored) -> str:
     parts = [render_requests(s) for s in scored.sessions.values() if s.runs]
     parts.append(
-        f"In total ({scored.engine}, {scored.dtype}, seed {scored.seed}): exact "
+        f"In total ({scored.engine}, {scored.dtype}, the {scored.model} model, "
+        f"seed {scored.seed}): exact "
         "requests of all · over-predicted (+tokens) · under-predicted (-tokens)"
     )
     parts.append(render_totals(scored))
@@ -214,10 +218,12 @@ def score_end_to_end(
     released: bool = True,
     alone: bool = False,
     budget_s: float = SESSION_BUDGET_S,
+    model: str = "hybrid",
 ) -> Scored:
     """A session with the routers of ``specs`` on the installed engine as
     released (``released``), then one with each of ``tiers`` installed, and
-    with ``alone`` one per patch of the strict tier alone."""
+    with ``alone`` one per patch of the strict tier alone; each runs
+    ``model`` (harness.engine.engine.MODELS)."""
     from harness.engine.e2e import each_tier
 
     started = time.monotonic()
@@ -230,12 +236,12 @@ def score_end_to_end(
         alone=alone,
         tiers=tuple(tiers),
         released=released,
+        model_kind=model,
     )
     sessions = {}
     for label, session in runs.results.items():
         session.label = RELEASED if label == "pristine" else label
         check_session(session)
         sessions[session.label] = session
-    return Scored(
-        target, runs.engine, runs.dtype, seed, sessions, time.monotonic() - started
-    )
+    wall_s = time.monotonic() - started
+    return Scored(target, runs.engine, runs.dtype, seed, sessions, wall_s, model)

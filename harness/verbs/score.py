@@ -4,7 +4,7 @@ router protocol (docs/router-protocol.md)."""
 import argparse
 import shlex
 
-from harness.engine.engine import DEFAULT_DTYPE, DEFAULT_TARGET
+from harness.engine.engine import DEFAULT_DTYPE, DEFAULT_TARGET, MODELS
 from harness.routers import CONSUMER_NAMES
 from harness.verbs import COST, whole_number
 
@@ -83,6 +83,15 @@ def register(parser) -> None:
     parser.add_argument(
         "--dtype", default=DEFAULT_DTYPE, help=f"default {DEFAULT_DTYPE}"
     )
+    parser.add_argument(
+        "--model",
+        choices=list(MODELS),
+        default="hybrid",
+        help="the e2e session's tiny model: hybrid (a Mamba2 and an attention "
+        "layer, hash blocks of 32 in cache blocks of 128; the default) or "
+        "attention (two attention layers, one KV cache group, hits at the "
+        "block of 128)",
+    )
     parser.add_argument("--seed", type=whole_number(0, 2**32 - 1), default=0)
     parser.add_argument(
         "--json",
@@ -121,6 +130,7 @@ def run(args) -> int:
         tiers=tuple(s for s in SESSIONS if s in sessions and s != RELEASED),
         released=RELEASED in sessions,
         alone=args.each_patch,
+        model=args.model,
     )
     if args.json:
         print(json.dumps(scored.as_json(), indent=1))

@@ -102,23 +102,33 @@ def test_each_consumer_runs_at_the_block_sizes_an_operator_would_choose():
     assert mine == [RouterSpec("router 1", ("./router", "--fast"), 0)]
 
 
-def test_the_greeting_names_the_engines_groups_or_the_models():
+def test_the_greeting_says_what_the_engine_said_at_its_gate():
     stream = EngineStream.on_port(free_port())
     try:
-        said = {"hash_algorithm": "sha256", "none_hash": b"\x0f", "hash_seed": "0"}
-        reported = [{"group_idx": 0, "kind": "full_attention", "block_size": 16}]
-        told = greeting_of({**said, "groups": reported}, stream, "tcp://r")
-        guessed = greeting_of({**said, "groups": None}, stream, "tcp://r")
+        reported = [{"group_idx": 0, "kind": "full_attention", "block_size": 128,
+                     "sliding_window": None}]  # fmt: skip
+        told = greeting_of({**HELLO, "groups": reported}, stream, "tcp://r")
+        unit = {**HELLO, "groups": reported, "hash_block_size": BLOCK_SIZE}
+        attention = greeting_of(unit, stream, None)
     finally:
         stream.close()
-    assert [g.kind for g in told.groups] == ["full_attention"]
-    assert [g.kind for g in guessed.groups] == ["mamba", "full_attention"]
+    assert [(g.group_idx, g.kind) for g in told.groups] == [(0, "full_attention")]
     assert (told.none_hash, told.endpoint, told.replay_endpoint) == (
-        "0f", stream.endpoint, "tcp://r"
+        "00", stream.endpoint, "tcp://r"
     )  # fmt: skip
     assert (told.hash_block_size, told.alignment, told.topic) == (HBS, HBS, "")
+    assert (attention.hash_block_size, attention.alignment) == (BLOCK_SIZE,) * 2
 
 
+HELLO = {
+    "hash_algorithm": "sha256",
+    "none_hash": b"\x00",
+    "hash_seed": "0",
+    "groups": [
+        {"group_idx": 0, "kind": "mamba", "block_size": BLOCK_SIZE},
+        {"group_idx": 1, "kind": "full_attention", "block_size": BLOCK_SIZE},
+    ],
+}
 # Fake routers: each answers its ask with a hit of its own, or breaks the
 # protocol at its second ask.
 GOOD = """\
@@ -159,9 +169,6 @@ def test_a_router_that_breaks_the_protocol_is_ended_and_the_others_go_on(tmp_pat
         stream.close()
     assert routers.counts == {("good", 0): Counter(asked=2)}
     assert all(child.process.poll() is not None for child in routers.started)
-
-
-HELLO = {"hash_algorithm": "sha256", "none_hash": b"\x00", "hash_seed": "0"}
 
 
 def test_the_bounds_hold_for_routers_started_together(tmp_path, monkeypatch):
@@ -262,8 +269,7 @@ def test_a_session_whose_groups_are_not_what_the_routers_were_told_fails():
     session.stream.payloads = [payload(stored([11], None, HBS, kind="full_attention"))]
     stream = EngineStream.on_port(free_port())
     try:
-        said = {**HELLO, "groups": None}  # the model's: Mamba, then attention
-        session.greeting = greeting_of(said, stream, None)
+        session.greeting = greeting_of(HELLO, stream, None)  # Mamba, attention
     finally:
         stream.close()
     with pytest.raises(E2EError, match="the engine's stores name"):
