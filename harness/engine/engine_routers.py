@@ -200,12 +200,13 @@ class Routers:
                 raw[key] = answer.hit_tokens
         return raw
 
-    def bye(self) -> None:
-        """Each router's counts, all told bye first."""
+    def bye(self, after_seq: int) -> None:
+        """Each router's counts, once it has applied every batch up to
+        ``after_seq``; all told bye first."""
         saying = {
             key: child
             for key, child in list(self.children.items())
-            if self._kept(key, child.send_bye)[0]
+            if self._kept(key, child.send_bye, after_seq)[0]
         }
         for key, child in saying.items():
             kept, counts = self._kept(key, child.bye_counts)
@@ -254,7 +255,7 @@ def routers_session(
                     label, model, dtype, seed, (stream, gate, routers), budget_s, work
                 )
                 stream.take()
-                routers.bye()
+                routers.bye(stream.last_seq)
             finally:
                 routers.close()
     finally:

@@ -1,12 +1,14 @@
 """A real engine's stream as the harness hears it, and the gate it waits at.
 
-`EngineStream` is the harness's own subscriber to an engine that binds its
-publisher (``tcp://*:PORT``, harness.engine.engine): what it has heard is
-what every router subscribed beside it should have heard, so it is their
-stream source (harness.routers.dynamo_relay, vllm_router), as
-harness.routers.publisher's `StreamPublisher` is for a replay. `Gate` is
-the other end of harness.engine.engine.request_gate. Used by
-harness.engine.engine_routers.
+`EngineStream` is a subscriber to an engine that binds its publisher
+(``tcp://*:PORT``, harness.engine.engine): the harness's own, which says
+when the stream is quiet and which batch the engine published last
+(harness.engine.engine_routers); and a consumer's shim's
+(harness.engine.shims), which feeds what it heard to an index router, or is
+the stream source a real router settles on (harness.routers.dynamo_relay,
+vllm_router: what it has heard is what the router subscribed beside it
+should have heard), as harness.routers.publisher's `StreamPublisher` is for
+a replay. `Gate` is the other end of harness.engine.engine.request_gate.
 """
 
 from __future__ import annotations

@@ -209,6 +209,11 @@ def render(scored: Scored) -> str:
     return "\n\n".join(parts)
 
 
+def released_label(label: str) -> str:
+    """harness.engine.e2e.each_tier's "pristine" is the release as shipped."""
+    return RELEASED if label == "pristine" else label
+
+
 def score_end_to_end(
     target: str,
     dtype: str,
@@ -231,17 +236,15 @@ def score_end_to_end(
         target,
         dtype,
         lambda label, model, dtype: routers_session(
-            label, model, dtype, seed, specs, budget_s
+            released_label(label), model, dtype, seed, specs, budget_s
         ),
         alone=alone,
         tiers=tuple(tiers),
         released=released,
         model_kind=model,
     )
-    sessions = {}
-    for label, session in runs.results.items():
-        session.label = RELEASED if label == "pristine" else label
+    sessions = {session.label: session for session in runs.results.values()}
+    for session in sessions.values():
         check_session(session)
-        sessions[session.label] = session
     wall_s = time.monotonic() - started
     return Scored(target, runs.engine, runs.dtype, seed, sessions, wall_s, model)

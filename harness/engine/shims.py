@@ -129,7 +129,11 @@ class Shim:
                 self.router.publish([_encoder.encode(e) for e in batch.events])
             self.fed = self.stream.sequence
 
-    def bye(self) -> dict:
+    def bye(self, message: dict) -> dict:
+        """The router's own counts, over every batch up to the bye's
+        ``after_seq`` (the engine's last)."""
+        self.catch_up(message.get("after_seq", -1))
+        self.router.settle()
         return {"type": "bye", "counts": dict(+Counter(self.router.ledger()))}
 
     def close(self) -> None:
@@ -159,7 +163,7 @@ def serve(name: str, block_size: int | None) -> int:
         for line in sys.stdin:
             message = json.loads(line)
             if message["type"] == "bye":
-                say(shim.bye())
+                say(shim.bye(message))
                 break
             say(shim.answer(message))
     finally:

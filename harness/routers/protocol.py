@@ -147,7 +147,8 @@ def ask_message(
     }
 
 
-BYE = {"type": "bye"}
+def bye_message(after_seq: int) -> dict:
+    return {"type": "bye", "after_seq": after_seq}
 
 
 def line_of(message: dict) -> bytes:

@@ -84,9 +84,10 @@ class RouterChild:
         self.send_ask(number, after_seq, token_ids, block_hashes)
         return self.answer()
 
-    def bye(self) -> Counter:
-        """Say bye; the router's counts."""
-        self.send_bye()
+    def bye(self, after_seq: int = -1) -> Counter:
+        """Say bye; the router's counts, once it has applied every batch up
+        to ``after_seq``."""
+        self.send_bye(after_seq)
         return self.bye_counts()
 
     # Each exchange in two halves, so that a session can send to every
@@ -109,8 +110,8 @@ class RouterChild:
     def answer(self) -> protocol.Answer:
         return self._checked(protocol.check_answer, self._receive(), *self._asked)
 
-    def send_bye(self) -> None:
-        self._send(protocol.BYE, "bye", protocol.BYE_S)
+    def send_bye(self, after_seq: int) -> None:
+        self._send(protocol.bye_message(after_seq), "bye", protocol.BYE_S)
 
     def bye_counts(self) -> Counter:
         """The router's counts; it is given END_S to exit by itself."""

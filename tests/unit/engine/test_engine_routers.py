@@ -163,7 +163,7 @@ def test_a_router_that_breaks_the_protocol_is_ended_and_the_others_go_on(tmp_pat
         assert routers.ask(0, -1, [1] * 99, []) == {("good", 0): 64, ("bad", 0): 32}
         assert routers.ask(1, 3, [1] * 99, []) == {("good", 0): 64}
         assert routers.errors[("bad", 0)].problem == "malformed"
-        routers.bye()
+        routers.bye(3)
     finally:
         routers.close()
         stream.close()

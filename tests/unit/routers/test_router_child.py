@@ -38,7 +38,7 @@ ANSWERING = """\
 for line in sys.stdin:
     ask = json.loads(line)
     if ask["type"] == "bye":
-        say({"type": "bye", "counts": {"asked": 1}})
+        say({"type": "bye", "counts": {"asked": 1, "after": ask["after_seq"]}})
         break
     say({"type": "answer", "id": ask["id"], "seen_seq": ask["after_seq"],
          "hit_tokens": 64})
@@ -76,7 +76,7 @@ def test_a_router_that_keeps_the_protocol_is_greeted_asked_and_said_bye(start):
     assert (ready.name, child.label) == ("fake", "fake")
     answer = child.ask(3, 41, [1, 2, 3], [b"\x01\x02", 7])
     assert (answer.seen_seq, answer.hit_tokens) == (41, 64)
-    assert child.bye() == {"asked": 1}
+    assert child.bye(57) == {"asked": 1, "after": 57}
     assert child.process.poll() == 0  # it exited by itself after its bye
 
 
