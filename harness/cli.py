@@ -97,6 +97,15 @@ VERBS = {
         "harness.verbs.e2e",
         "a real vLLM engine's KV events, as released against patched",
     ),
+    "score": (
+        "harness.verbs.score",
+        "score any router's predicted hits against a real engine's "
+        "(the router protocol)",
+    ),
+    "shim": (
+        "harness.verbs.shim",
+        "a consumer the harness measures, as a router of the router protocol",
+    ),
     "ci": (
         "harness.verbs.ci",
         "the hosted CI's matrix from harness/targets.toml, and its verdict table",

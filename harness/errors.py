@@ -197,6 +197,22 @@ class BrokenDependency(UserError):
     exit_code = 22
 
 
+class RouterProtocolError(UserError):
+    """A router that broke the router protocol (docs/router-protocol.md).
+
+    ``problem`` says how: "malformed", "oversized", "late", "behind" or
+    "exited"; the router was ended.
+    """
+
+    exit_code = 23
+
+    def __init__(self, router: str, problem: str, detail: str):
+        super().__init__(f"router {router}: {problem}: {detail}")
+        self.router = router
+        self.problem = problem
+        self.detail = detail
+
+
 # The most an error line quotes of what a tool said (git's or quilt's output,
 # a list of files that could not be copied): enough to act on, never a flood.
 QUOTE_LINES = 20

@@ -114,11 +114,16 @@ def each_tier(
     dtype: str,
     session: Callable[[str, Path, str], Any],
     alone: bool = False,
+    tiers: tuple[str, ...] = TIERS,
+    released: bool = True,
+    model_kind: str = "hybrid",
 ) -> TierRuns:
     """Build the model; ``session(label, model, dtype)`` on the installed
-    package as released, then with each tier installed, taken off after its
-    session; with ``alone``, then with each patch of the strict tier alone
-    (the default tier is one patch already)."""
+    package as released (label "pristine"; unless not ``released``), then
+    with each of ``tiers`` installed, taken off after its session; with
+    ``alone``, then with each patch of the strict tier alone (the default
+    tier is one patch already). ``model_kind``: which of
+    harness.engine.engine.MODELS the sessions run."""
     pins = get_target(target)
     located = locate(sys.executable)  # before any work: vllm, and which one
     check_release(pins, located.dist)
@@ -128,7 +133,7 @@ def each_tier(
             f"{located.dist.describe()}; e2e starts from the released package: "
             f"{located.harness_command('uninstall')} first"
         )
-    overlays = {tier: prepare_overlay(pins, tier) for tier in TIERS}
+    overlays = {tier: prepare_overlay(pins, tier) for tier in tiers}
     if alone:
         for entry in load_series(pins, "strict").entries:
             overlay = prepare_overlay(pins, "strict", alone=entry)
@@ -138,8 +143,9 @@ def each_tier(
         dtype = runnable
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
-        model = build_model(Path(scratch) / "model")
-        results["pristine"] = session("pristine", model, dtype)
+        model = build_model(Path(scratch) / "model", model_kind)
+        if released:
+            results["pristine"] = session("pristine", model, dtype)
         for tier, overlay in overlays.items():
             with installed_series(located, pins, overlay):
                 results[tier] = session(tier, model, dtype)

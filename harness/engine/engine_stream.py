@@ -1,17 +1,20 @@
 """A real engine's stream as the harness hears it, and the gate it waits at.
 
-`EngineStream` is the harness's own subscriber to an engine that binds its
-publisher (``tcp://*:PORT``, harness.engine.engine): what it has heard is
-what every router subscribed beside it should have heard, so it is their
-stream source (harness.routers.dynamo_relay, vllm_router), as
-harness.routers.publisher's `StreamPublisher` is for a replay. `Gate` is
-the other end of harness.engine.engine.request_gate. Used by
-harness.engine.engine_routers.
+`EngineStream` is a subscriber to an engine that binds its publisher
+(``tcp://*:PORT``, harness.engine.engine): the harness's own, which says
+when the stream is quiet and which batch the engine published last
+(harness.engine.engine_routers); and a consumer's shim's
+(harness.engine.shims), which feeds what it heard to an index router, or is
+the stream source a real router settles on (harness.routers.dynamo_relay,
+vllm_router: what it has heard is what the router subscribed beside it
+should have heard), as harness.routers.publisher's `StreamPublisher` is for
+a replay. `Gate` is the other end of harness.engine.engine.request_gate.
 """
 
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import msgspec
 
@@ -34,20 +37,32 @@ class EngineStream:
     # The engine's PUB socket tells no one of its subscribers.
     subscriptions = 0
 
-    def __init__(self, port: int):
+    def __init__(self, endpoint: str, topic: str = ""):
         zmq = require("zmq", "capture")
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.SUB)
         self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.SUBSCRIBE, b"")
-        self.engine_endpoint = f"tcp://*:{port}"  # the engine binds it
-        self.endpoint = f"tcp://127.0.0.1:{port}"  # every subscriber connects
+        self.socket.setsockopt(zmq.SUBSCRIBE, topic.encode())
+        self.endpoint = endpoint  # every subscriber connects
         self.socket.connect(self.endpoint)
         self.payloads: list[bytes] = []
         self.batch_events: list[int] = []
         self.events = 0
         self.sequence_check = SequenceCheck()
         self.heard = time.monotonic()
+
+    @classmethod
+    def on_port(cls, port: int) -> EngineStream:
+        """The subscriber to an engine that will bind ``engine_endpoint``,
+        ``tcp://*:PORT``, on this host."""
+        stream = cls(f"tcp://127.0.0.1:{port}")
+        stream.engine_endpoint = f"tcp://*:{port}"
+        return stream
+
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the last batch heard; -1 before any."""
+        return self.sequence_check.expected - 1
 
     @property
     def sequence(self) -> int:
@@ -95,6 +110,19 @@ class EngineStream:
         self.context.term()
 
 
+class AtGate(NamedTuple):
+    """What the engine sends at its gate (harness.engine.engine.request_gate):
+    a request, its tokens and the hashes the engine computed for them; or,
+    once before the first, phase "hello" with what the engine says of how
+    it keys prompts in ``info``."""
+
+    number: int
+    phase: str
+    tokens: list[int]
+    hashes: list = []
+    info: dict = {}
+
+
 class Gate:
     """The REP side of harness.engine.engine.request_gate, on the loopback."""
 
@@ -106,12 +134,11 @@ class Gate:
         port = self.socket.bind_to_random_port("tcp://127.0.0.1")
         self.endpoint = f"tcp://127.0.0.1:{port}"
 
-    def asked(self) -> tuple[int, str, list[int]] | None:
+    def asked(self) -> AtGate | None:
         """The request waiting at the gate, if one is."""
         if not self.socket.poll(0):
             return None
-        number, phase, tokens = msgspec.msgpack.decode(self.socket.recv())
-        return number, phase, tokens
+        return AtGate(*msgspec.msgpack.decode(self.socket.recv()))
 
     def go(self) -> None:
         self.socket.send(b"go")

@@ -64,9 +64,18 @@ _DIGESTS = ("pristine", "patched")
 # What the receipt's words may be, as `install` writes them: each is printed
 # (status, uninstall), so none may carry a line or an escape of its own.
 _RELEASE = re.compile(r"[0-9A-Za-z.+!_-]{1,64}")
+# One patch of a tier installed alone (`e2e routers --each-patch`, `score
+# --each-patch`: harness.installed.overlay labels it "NNNN alone").
+_ALONE = re.compile(r"[0-9]{4} alone")
+
+
+def _tier(word: str) -> bool:
+    return word in TIERS or _ALONE.fullmatch(word) is not None
+
+
 _VALUES = (
     ("target", NAME.fullmatch, "a target's name"),
-    ("tier", TIERS.__contains__, f"a tier ({', '.join(TIERS)})"),
+    ("tier", _tier, f"a tier ({', '.join(TIERS)}, or NNNN alone)"),
     ("release", _RELEASE.fullmatch, "a release"),
 )
 

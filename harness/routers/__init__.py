@@ -17,7 +17,10 @@ adapter, the replays and the one loop that measures them.
   routers through their own code (`dynamo_relay`: Dynamo's relay and indexer;
   `vllm_router`: vllm-router's kv_aware), the streams replayed by
   `publisher`; harness.engine.engine_routers subscribes the same routers to
-  a real engine;
+  a real engine, each behind the router protocol;
+- `protocol` and `router_child`: the router protocol (docs/router-protocol.md)
+  by which any router, in any language, is scored on a real engine: its
+  messages and checks, and the harness's side of a router child's pipes;
 - `readings`: what each of those consumers reads of the stream, which
   ``check-stream --for NAME`` judges.
 """
@@ -31,6 +34,9 @@ DEFAULT_PROBES = 4
 # The real routers (harness.routers.real_routers.ROUTERS), named here so
 # that a verb's --help imports nothing.
 ROUTER_NAMES = ("dynamo", "vllm-router")
-# Every consumer `fidelity --router` measures: the index routers and the
-# llm-d model run in the harness's process, the real routers from their wheels.
-CONSUMER_NAMES = ("hash-set", "content-tree", "llm-d-model", *ROUTER_NAMES)
+# The index routers (harness.routers.loop), measured on every run.
+INDEX_NAMES = ("hash-set", "content-tree")
+# Every consumer `fidelity --router` measures and `score --router` runs: the
+# index routers and the llm-d model run in the harness's process (`score`: in
+# a shim's), the real routers from their wheels.
+CONSUMER_NAMES = (*INDEX_NAMES, "llm-d-model", *ROUTER_NAMES)

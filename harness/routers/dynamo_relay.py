@@ -3,7 +3,7 @@
 The path a Dynamo deployment runs (ai-dynamo-runtime 1.6.1): a
 `KvEventPublisher` in relay mode subscribes to the engine's ZMQ publisher
 (here harness.routers.publisher replaying a recorded stream, or a real
-vLLM engine's publisher, harness.engine.engine_routers), filters and
+vLLM engine's publisher, in a shim of harness.engine.shims), filters and
 converts vLLM's events in its Rust ``zmq_wire`` code and publishes them on
 the event plane (zmq, in-memory discovery); a `KvRouter` of the same
 endpoint indexes them in its radix tree and answers ``get_overlap_scores``

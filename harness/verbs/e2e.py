@@ -61,10 +61,11 @@ def register(parser) -> None:
     check.set_defaults(run=run)
     routers = commands.add_parser(
         "routers",
-        help="pristine, default-tier and strict-tier sessions with real "
-        "routers subscribed to the engine, each request asked of them first: "
-        "their predicted hits against the engine's (the consumers extra; "
-        "docs/consumers.md)",
+        help="released, default-tier and strict-tier sessions with every "
+        "consumer subscribed to the engine through the router protocol, each "
+        "request asked of them first: their predicted hits against the "
+        "engine's, with each router's own counts (`score` with every built-in "
+        "router; the consumers extra; docs/consumers.md)",
     )
     routers.add_argument(
         "--target", default=DEFAULT_TARGET, help=f"default {DEFAULT_TARGET}"
@@ -100,14 +101,6 @@ def register(parser) -> None:
         "--out", type=Path, required=True, help="a new or empty directory"
     )
     model.set_defaults(run=write_model)
-    relay = commands.add_parser(
-        "dynamo-relay",
-        help="Dynamo's relay and indexer on an engine's publisher, answering "
-        "on stdin (internal)",
-    )
-    relay.add_argument("--endpoint", required=True)
-    relay.add_argument("--block-size", type=int, required=True)
-    relay.set_defaults(run=dynamo_relay)
     engine = commands.add_parser("engine", help="one engine session (internal)")
     engine.add_argument("--model", type=Path, required=True)
     engine.add_argument("--endpoint", required=True)
@@ -182,21 +175,28 @@ def run(args) -> int:
 
 
 def run_routers(args) -> int:
-    from harness.engine.engine_routers import render_requests, routers_end_to_end
+    from harness.engine.e2e import TIERS
+    from harness.engine.engine_routers import builtin_routers
+    from harness.engine.score import render_requests, score_end_to_end
+    from harness.routers import INDEX_NAMES
     from harness.routers.real_routers import render
 
     require_engine(args.target, "capture", "consumers")
-    outcome = routers_end_to_end(
+    names = [*INDEX_NAMES, "llm-d-model", *(args.routers or ROUTER_NAMES)]
+    outcome = score_end_to_end(
         args.target,
         args.dtype,
-        args.routers or ROUTER_NAMES,
+        builtin_routers(names),
         args.seed,
+        tiers=TIERS,
         alone=args.each_patch,
     )
     print(render(outcome.table()))
     for session in outcome.sessions.values():
         print(render_requests(session) + "\n")
     print(f"end to end, routers subscribed: {outcome.wall_s:.0f} s")
+    if errors := outcome.errors():
+        raise errors[0][1]
     return 0
 
 
@@ -275,12 +275,6 @@ def _model_parts(engine):
             f"repair that environment, or run this with a Python whose torch "
             f"and transformers import"
         ) from None
-
-
-def dynamo_relay(args) -> int:
-    from harness.routers.dynamo_process import serve_relay
-
-    return serve_relay(args.endpoint, args.block_size)
 
 
 def engine_session(args) -> int:

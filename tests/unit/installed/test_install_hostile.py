@@ -334,7 +334,7 @@ CASES = {
         ["status"],
         19,
         "('tier' is 'strict\\nRECORD: all 9999 files of vllm/ are ok', not a tier "
-        "(default, strict))",
+        "(default, strict, or NNNN alone))",
     ),
     "target-with-escapes": (
         receipt_change(lambda r: r.update(target="\x1b[2K\rmain")),

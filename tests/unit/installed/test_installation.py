@@ -411,3 +411,25 @@ def test_an_overlay_of_one_patch_alone_changes_only_its_files(site):
     assert prepare_overlay(target, "strict", alone=first).files == [
         "vllm/v1/core/block_pool.py"
     ]
+
+
+def test_one_patch_installed_alone_is_read_back_and_taken_off(site, capsys):
+    """`score --each-patch`: an overlay of one patch alone, its receipt's
+    tier "NNNN alone", which status and uninstall read back."""
+    from harness.installed.installed import locate
+    from harness.installed.overlay import prepare_overlay
+    from harness.series.model import load_series
+    from harness.targets import get_target
+
+    before = snapshot(site)
+    target = get_target("t")
+    first, _ = load_series(target, "strict").entries
+    located = locate(sys.executable)
+    with installation.installed_series(
+        located, target, prepare_overlay(target, "strict", alone=first)
+    ):
+        assert installation.read_receipt(located).tier == "0001 alone"
+        status, out, _ = run(capsys, "status")
+        assert status == 0 and "0001 alone" in out
+    assert installation.read_receipt(located) is None
+    assert snapshot(site) == before
