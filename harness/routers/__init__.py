@@ -19,7 +19,10 @@ adapter, the replays and the one loop that measures them.
   `publisher`; harness.engine.engine_routers subscribes the same routers to
   a real engine;
 - `readings`: what each of those consumers reads of the stream, which
-  ``check-stream --for NAME`` judges.
+  ``check-stream --for NAME`` judges;
+- `designs`: an upstream pull request's design beside a change, read by a
+  consumer that ignores the ``skipped_*`` fields and one that reads them,
+  and into every consumer (export's comments, benchmarks/upstream_designs.py).
 """
 
 # The report's plan: the seed example, then each workload config with seeds

@@ -56,6 +56,10 @@ def commits_named(first: int, last: int) -> str:
 def part_note(sub: Submission) -> str:
     part = sub.part
     release = sub.target.source.release_name()
+    if part.alone and sub.standing is not None and sub.standing.pull_request:
+        # A change the record makes a pull request of its own: the rest of
+        # the series goes upstream otherwise, and is no context for it.
+        return f"It applies to {sub.base_name} on its own."
     if part.alone:
         others = (*part.earlier, *part.later)
         said = [
@@ -90,8 +94,9 @@ def part_claims(sub: Submission) -> str:
     with their fixes; never the whole series' run."""
     lines = [
         "- Measured on this branch alone: each commit's own tests, without and "
-        "with its fix (Validation). The series' stream replay and test run "
-        "measured another tree (all its commits together) and are not quoted."
+        "with its fix, and vLLM's tests in the files its commits change "
+        "(Validation). The series' stream replay and test run measured another "
+        "tree (all its commits together) and are not quoted."
     ]
     if sub.evidence is None:
         lines.append(
@@ -100,4 +105,9 @@ def part_claims(sub: Submission) -> str:
         )
     else:
         lines += [f"- {item.subject}: {item.finding()}." for item in sub.evidence]
+    if sub.validation is not None:
+        lines.append(
+            "- The Validation command on this branch: "
+            f"{sub.validation.summary or 'pytest printed no summary'}."
+        )
     return "\n".join(lines)

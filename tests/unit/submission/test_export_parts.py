@@ -95,9 +95,12 @@ def test_a_part_quotes_no_run_of_the_whole_tier(tmp_path, target):
     assert "The run below took that selection" not in body
     assert (
         "- Measured on this branch alone: each commit's own tests, without and "
-        "with its fix (Validation). The series' stream replay and test run "
-        "measured another tree (all its commits together) and are not quoted."
+        "with its fix, and vLLM's tests in the files its commits change "
+        "(Validation). The series' stream replay and test run measured another "
+        "tree (all its commits together) and are not quoted."
     ) in body
+    assert "- The Validation command on this branch: 2 passed in " in body
+    assert "**The Validation command on this branch** (run at export, CPU): " in body
     assert (
         "- [Bugfix][KV Events] Report the parent: 2 failing without the fix, "
         "all passing with it."
@@ -108,7 +111,7 @@ def test_a_part_quotes_no_run_of_the_whole_tier(tmp_path, target):
     assert "- [ ] **Testing and Validation:**" in read(tmp_path / "unrun")
 
 
-def test_a_patch_that_names_no_issue_has_no_fixes_and_no_issue_comment(
+def test_a_patch_that_names_no_issue_comes_with_the_issue_it_fixes_drafted(
     tmp_path, monkeypatch, cache, capsys
 ):
     patches = dict(PATCHES)
@@ -117,14 +120,37 @@ def test_a_patch_that_names_no_issue_has_no_fixes_and_no_issue_comment(
     )
     make_target(tmp_path, monkeypatch, patches=patches)
     out = tmp_path / "out"
-    assert export(out, "--tier", "strict", "--patches", "3") == 0
+    assert export(out, "--tier", "strict", "--patches", "3", evidence=True) == 0
     assert not (out / "issue-comment.md").exists()
     body = read(out)
-    assert "Fixes #" not in body
+    assert body.split("## Overview\n\n", 1)[1].startswith("Fixes #____. ")
     assert "#58121" not in body  # the other fix of #58119 is not this one's
     said = capsys.readouterr().out
-    assert "first: post issue-comment.md" not in said
+    assert (
+        "first: open the issue from issue-draft.md and put its number in "
+        "pr-body.md's `Fixes #____`"
+    ) in said
+    assert "the issue: open it from issue-draft.md" in said
     assert "the duplicate-work check of this change's own subject" in said
+    draft = read(out, "issue-draft.md")
+    # the sections of vLLM's bug-report form (built in: the tree has none)
+    headings = [line for line in draft.splitlines() if line.startswith("#")]
+    assert headings == [
+        "# [Bug]: Drop the old module",
+        "## Your current environment",
+        "## 🐛 Describe the bug",
+    ]
+    assert "Reproduced on vLLM pristine, vLLM pristine as released, on CPU" in draft
+    assert "Optional: only in the strict tier." in draft  # the commit's words
+    assert "FAILED tests/test_old.py::test_old_module_is_gone - AssertionError" in (
+        draft
+    )
+    assert "1 failed in " in draft
+    assert "I, Jane Doe, reviewed it" in draft
+    # a patch that fixes a reported issue drafts none
+    fixes = tmp_path / "fixes"
+    assert export(fixes, "--tier", "strict", "--patches", "1") == 0
+    assert not (fixes / "issue-draft.md").exists()
 
 
 NEEDS_FIRST = mail(
