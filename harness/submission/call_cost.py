@@ -159,10 +159,34 @@ def paragraph(cost: CallCost | None) -> str:
         )
         + ").",
     ]
+    lines += growth(cost)
     if cost.unmeasured:
         lines.append(
-            "Not measured, as no case calls them: "
+            "Also changed, and called directly by no case above: "
             + ", ".join(map(_function, cost.unmeasured))
             + "."
         )
     return "\n".join(lines)
+
+
+def growth(cost: CallCost) -> list[str]:
+    """How a partial entry's registration grows with block / hash block, in
+    lines, on each tree, where the ``partial xR`` cases measured it."""
+    partial = [
+        call
+        for call in cost.calls
+        if call.case.startswith("partial x") and not call.case.endswith("events off")
+    ]
+    if len(partial) < 2:
+        return []
+    ratios = ", ".join(call.case.removeprefix("partial x") for call in partial)
+    per_tree = "; ".join(
+        f"{name} "
+        + ", ".join(f"{call.figures[number]['lines'][0]:,}" for call in partial)
+        for number, name in enumerate(cost.trees)
+    )
+    return [
+        "",
+        f"Per call, with events on, at block / hash block {ratios}: Python "
+        f"lines {per_tree}.",
+    ]

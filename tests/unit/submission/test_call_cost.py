@@ -109,7 +109,7 @@ def test_the_paragraph_gives_each_count_on_each_tree_with_its_ratio():
         "the same calls in interleaved rounds (RELEASED: vLLM x, CHANGE: this "
         "branch)."
     ) in text
-    assert "Not measured, as no case calls them: `C.g`." in text
+    assert "Also changed, and called directly by no case above: `C.g`." in text
 
 
 def test_a_third_tree_is_a_column_with_its_ratio_to_the_release():
@@ -134,6 +134,27 @@ def test_a_third_tree_is_a_column_with_its_ratio_to_the_release():
     assert "| `f()` | 100 → 300 (3.00x) → 150 (1.50x) | 1 → 1 → 2 |" in text
     assert "--tree design=DESIGN" in text
     assert "DESIGN: #1 (re-implemented)" in text
+
+
+def test_a_partial_entrys_growth_with_the_block_ratio_is_said_per_tree():
+    def call(ratio, lines):
+        return Call(
+            f"partial x{ratio}",
+            f"x{ratio}",
+            tuple(figures([n, n], [1, 1], [9, 9]) for n in lines),
+        )
+
+    cost = CallCost(
+        "vLLM x",
+        ("vLLM x", "this branch"),
+        ("p.py::Pool.cache_partial_block",),
+        (),
+        (call(16, (124, 300)), call(128, (124, 2000))),
+    )
+    assert (
+        "Per call, with events on, at block / hash block 16, 128: Python lines "
+        "vLLM x 124, 124; this branch 300, 2,000."
+    ) in paragraph(cost)
 
 
 def test_nothing_measured_says_nothing():

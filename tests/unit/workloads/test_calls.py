@@ -80,3 +80,10 @@ def test_the_calls_a_change_alters_pick_their_cases_events_on_and_off():
     for picked in call_cases.CASES_BY_CALL.values():
         for case in picked:
             assert call_cases.title(case)
+
+
+def test_the_gate_plugin_the_scheduler_cases_import_is_the_trees_one():
+    from harness.trees import triton_gate
+    from harness.workloads import scheduler_calls
+
+    assert scheduler_calls.GATE_PLUGIN == triton_gate.PLUGIN
