@@ -221,9 +221,11 @@ class Submission:
     @property
     def validated(self) -> bool:
         """A passing verdict of this series, and fail-before-fix evidence for
-        every patch; for a part, which no verdict measured, that evidence."""
+        every patch; for a part, which no verdict measured, that evidence and
+        its Validation command passing on its branch (where it ran)."""
         if self.part is not None:
-            return self.evidence_ok
+            ran = self.validation
+            return self.evidence_ok and (ran is None or ran.passed)
         return bool(
             self.verdict
             and self.verdict.get("passed")

@@ -134,8 +134,12 @@ def run(args) -> int:
         said_pull_request(export, out)
     for message in export.warnings:
         warning(message)
-    evidence = export.submission.evidence if export.submission else None
-    return 1 if evidence is not None and not export.submission.evidence_ok else 0
+    sub = export.submission
+    if sub is None:
+        return 0
+    validation = sub.validation
+    failed = sub.evidence is not None and not sub.evidence_ok
+    return 1 if failed or (validation is not None and not validation.passed) else 0
 
 
 def said_comment(export, out: Path) -> None:

@@ -6,6 +6,7 @@ tree."""
 import pytest
 from support.export import (
     PATCHES,
+    PLACEHOLDER,
     SELECTION,
     STRICT,
     branch_from_mails,
@@ -15,6 +16,12 @@ from support.export import (
     run_validation,
     validation_command,
     write_verdict,
+)
+from support.export import (
+    POOL as POOL_SOURCE,
+)
+from support.export import (
+    TEST_POOL as TEST_POOL_SOURCE,
 )
 from support.trees import diff
 from support.trees import make_target as tiny_target
@@ -234,3 +241,37 @@ def test_a_parts_rfc_draft_is_written_from_its_own_commits(tmp_path):
     assert motivation.strip() == "Why it is done."
     assert pr_prose.ROOT_CAUSE not in rfc
     assert "**Design.**" not in rfc
+
+
+def test_a_part_whose_validation_fails_on_its_branch_is_warned_and_unticked(
+    tmp_path, monkeypatch, cache, capsys
+):
+    """Its own test fails without the fix and passes with it, but the
+    selection's test in the file it changes fails on its branch."""
+    grown = POOL_SOURCE.replace("4", "5")
+    added = TEST_POOL_SOURCE + (
+        "\n\ndef test_capacity_is_reported():\n    assert capacity() > 4\n"
+    )
+    patches = {
+        **PATCHES,
+        "0001-report-the-parent.patch": mail(
+            PLACEHOLDER,
+            "[Bugfix] Grow the pool",
+            "Grow it.",
+            diff("vllm/pool.py", POOL_SOURCE, grown)
+            + diff("tests/test_pool.py", TEST_POOL_SOURCE, added),
+        ),
+    }
+    make_target(tmp_path, monkeypatch, patches)
+    out = tmp_path / "out"
+    code = export(out, "--patches", "1", evidence=True)
+    assert code == 1
+    body = read(out)
+    assert "Grow the pool: 1 failing without the fix, all passing with it" in body
+    assert "- The Validation command on this branch: 1 failed, 1 passed in " in body
+    assert "FAILED tests/test_pool.py::test_capacity - assert 5 == 4" in body
+    assert "- [ ] **Testing and Validation:**" in body
+    assert (
+        "warning: the Validation command did not pass on the branch: 1 failed, "
+        "1 passed in "
+    ) in capsys.readouterr().err
