@@ -46,9 +46,8 @@ def render(
     pull = standing.pull
     lines = [
         f"**Measurements for #{pull}, offered instead of a competing pull "
-        "request.** The change below "
-        f"{'duplicates' if standing.kind == 'duplicates' else 'competes with'} "
-        f"this pull request ({standing.why}), so I will not open it; here is "
+        f"request.** The change below {standing.kind} this pull request "
+        f"({standing.why}), so I will not open it; here is "
         "what each does to the KV-event stream and its consumers, measured "
         f"side by side on {sub.base_name}, in case it helps here.",
         "",

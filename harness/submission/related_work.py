@@ -135,7 +135,8 @@ def related_work_age(today: date) -> int:
     return (today - CHECKED_ON).days
 
 
-NO_OPEN_PR, DUPLICATES, COMPETES = "no open pull request", "duplicates", "competes"
+NO_OPEN_PR, DUPLICATES = "no open pull request", "duplicates"
+COMPETES = "competes with"
 
 
 @dataclass(frozen=True)

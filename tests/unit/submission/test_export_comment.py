@@ -279,7 +279,9 @@ def test_the_record_picks_a_pull_request_or_the_open_one_to_comment_on(monkeypat
     assert choose("s", entries, 1, 2) is DUPLICATE
     assert choose("s", entries, 3, 3) is competes
     assert choose("s", entries, 4, 5) is None  # none has an open pull request
-    with pytest.raises(ExportError, match="2 b: duplicates #58121; 3 c: competes"):
+    with pytest.raises(
+        ExportError, match="2 b: duplicates #58121; 3 c: competes with #44488"
+    ):
         choose("s", entries, 2, 3)
 
 
