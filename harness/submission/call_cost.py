@@ -40,6 +40,7 @@ class Call:
     case: str
     title: str
     figures: tuple[dict[str, list[int] | None], ...]  # per tree, in order
+    note: str | None = None  # said once for every call of its kind
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,12 @@ def measure(
         except UserError as exc:
             raise ExportError(f"cannot measure the calls' cost: {exc}") from None
     calls = tuple(
-        Call(case, figures[0][case]["title"], tuple(tree[case] for tree in figures))
+        Call(
+            case,
+            figures[0][case]["title"],
+            tuple(tree[case] for tree in figures),
+            figures[0][case].get("note"),
+        )
         for case in cases
         if figures and all(tree.get(case) is not None for tree in figures)
     )
@@ -149,6 +155,8 @@ def paragraph(cost: CallCost | None) -> str:
             _cell([tree["bytes"] for tree in call.figures], True),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    notes = dict.fromkeys(call.note for call in cost.calls if call.note)
+    lines += [f"\n{note}." for note in notes]
     lines += [
         "",
         "Time depends on the machine and is not measured at export: "
@@ -171,7 +179,8 @@ def paragraph(cost: CallCost | None) -> str:
 
 def growth(cost: CallCost) -> list[str]:
     """How a partial entry's registration grows with block / hash block, in
-    lines, on each tree, where the ``partial xR`` cases measured it."""
+    lines and bytes, on each tree, where the ``partial xR`` cases measured
+    it."""
     partial = [
         call
         for call in cost.calls
@@ -180,13 +189,17 @@ def growth(cost: CallCost) -> list[str]:
     if len(partial) < 2:
         return []
     ratios = ", ".join(call.case.removeprefix("partial x") for call in partial)
-    per_tree = "; ".join(
-        f"{name} "
-        + ", ".join(f"{call.figures[number]['lines'][0]:,}" for call in partial)
-        for number, name in enumerate(cost.trees)
-    )
+
+    def per_tree(figure: str) -> str:
+        return "; ".join(
+            f"{name} "
+            + ", ".join(f"{call.figures[number][figure][0]:,}" for call in partial)
+            for number, name in enumerate(cost.trees)
+        )
+
     return [
         "",
-        f"Per call, with events on, at block / hash block {ratios}: Python "
-        f"lines {per_tree}.",
+        f"Per `cache_partial_block()` call, with events on, at block / hash "
+        f"block {ratios}: Python lines {per_tree('lines')}; bytes "
+        f"{per_tree('bytes')}.",
     ]

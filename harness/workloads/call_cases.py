@@ -58,6 +58,14 @@ def build(case: str):
     return calls.build(case)
 
 
+def note(case: str) -> str | None:
+    """What a reader needs once for every case of its kind (the scheduler's
+    construction), or None."""
+    if case.removesuffix(EVENTS_OFF) in scheduler_calls.CASES:
+        return scheduler_calls.note()
+    return None
+
+
 def title(case: str) -> str:
     """What the case calls, for a reader who does not know its name."""
     name = case.removesuffix(EVENTS_OFF)

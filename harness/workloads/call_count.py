@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.workloads.call_cases import build, title
+from harness.workloads.call_cases import build, note, title
 from harness.workloads.calls import WORKLOAD, Unsupported
 
 BLOCK_POOL = Path("vllm/v1/core/block_pool.py")
@@ -117,7 +117,7 @@ def main(argv: list[str]) -> int:
     for case in cases:
         try:
             counted = count(*build(case), lines=not case.startswith(WORKLOAD))
-            figures[case] = {"title": title(case), **counted}
+            figures[case] = {"title": title(case), "note": note(case), **counted}
         except Unsupported:
             figures[case] = None
     out.write_text(json.dumps(figures), encoding="utf-8")

@@ -146,26 +146,31 @@ CASES = {"scheduler step": first_step, "scheduler reset": reset_after_request}
 
 
 def title(name: str) -> str:
-    """What the case calls, for a reader who does not know its name (and,
-    in the process that measured it, whether it lifted the Triton gate)."""
-    lifted = (
-        "; vLLM 0.34's Triton gate lifted in the measuring process"
-        if f"harness.trees.pytest_plugins.{GATE_PLUGIN}" in sys.modules
-        else ""
-    )
-    built = (
-        "a scheduler as upstream's tests/v1/core/utils.py `create_scheduler()` "
-        f"builds one (prefix caching on, block 16, its default number of "
-        f"blocks{lifted})"
-    )
+    """What the case calls, for a reader who does not know its name."""
     if name == "scheduler step":
         return (
             f"`Scheduler.update_from_output()` of a {PROMPT_TOKENS}-token "
-            f"prompt's first step, {built}"
+            "prompt's first step"
         )
     return (
-        f"`Scheduler.reset_prefix_cache()` after a finished request, {built}, "
-        "whose every block the pool's reset walks; the events are those it "
-        "publishes (the release publishes the reset's with the next step's "
-        "output)"
+        "`Scheduler.reset_prefix_cache()` after a finished request (the "
+        "events it publishes)"
+    )
+
+
+def note() -> str:
+    """How the scheduler of every case was built, said once beside them (in
+    the process that measured them: whether it lifted the Triton gate)."""
+    lifted = (
+        "; vLLM 0.34's Triton gate lifted in the measuring process, as in the test runs"
+        if f"harness.trees.pytest_plugins.{GATE_PLUGIN}" in sys.modules
+        else ""
+    )
+    return (
+        "The scheduler's calls run on a scheduler as upstream's "
+        "tests/v1/core/utils.py `create_scheduler()` builds one (prefix "
+        "caching on, block 16, its default number of blocks, "
+        f"which the pool's reset walks one by one{lifted}); the events are those "
+        "the call publishes, and the release publishes a reset's with the next "
+        "step's output"
     )

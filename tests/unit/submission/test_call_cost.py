@@ -93,6 +93,13 @@ def test_the_paragraph_gives_each_count_on_each_tree_with_its_ratio():
                 "steps",
                 "steps",
                 (figures(None, [9, 9], [90, 90]), figures(None, [9, 9], [99, 99])),
+                "Steps run in a pool",
+            ),
+            Call(
+                "steps, events off",
+                "steps off",
+                (figures(None, [0, 0], [0, 0]), figures(None, [0, 0], [0, 0])),
+                "Steps run in a pool",
             ),
         ),
     )
@@ -103,9 +110,11 @@ def test_the_paragraph_gives_each_count_on_each_tree_with_its_ratio():
     # two runs that differ show both counts; no ratio to nothing
     assert "| off | 55 → 55 / 56 (1.00x) | 0 → 0 | 0 → 0 |" in text
     assert "| steps | - | 9 → 9 | 90 → 99 (1.10x) |" in text  # lines not counted
+    assert text.count("Steps run in a pool.") == 1  # a note said once
     assert (
         "`python benchmarks/partial_entry_cost.py --tree released=RELEASED "
-        "--tree change=CHANGE --case f --case 'f, events off' --case steps` times "
+        "--tree change=CHANGE --case f --case 'f, events off' --case steps "
+        "--case 'steps, events off'` times "
         "the same calls in interleaved rounds (RELEASED: vLLM x, CHANGE: this "
         "branch)."
     ) in text
@@ -152,8 +161,9 @@ def test_a_partial_entrys_growth_with_the_block_ratio_is_said_per_tree():
         (call(16, (124, 300)), call(128, (124, 2000))),
     )
     assert (
-        "Per call, with events on, at block / hash block 16, 128: Python lines "
-        "vLLM x 124, 124; this branch 300, 2,000."
+        "Per `cache_partial_block()` call, with events on, at block / hash "
+        "block 16, 128: Python lines vLLM x 124, 124; this branch 300, 2,000; "
+        "bytes vLLM x 9, 9; this branch 9, 9."
     ) in paragraph(cost)
 
 

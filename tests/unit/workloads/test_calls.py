@@ -72,6 +72,10 @@ def test_the_calls_a_change_alters_pick_their_cases_events_on_and_off():
         ["vllm/v1/core/block_pool.py::BlockPool.cache_full_blocks"]
     )
     assert masked == (*calls.MASKED, "masked 64/4, events off")
+    assert call_cases.note("scheduler reset").startswith(
+        "The scheduler's calls run on a scheduler as upstream's"
+    )
+    assert call_cases.note("partial x16") is None
     titles = [call_cases.title(case) for case in cases]
     assert len(set(titles)) == len(titles)
     assert titles[0].startswith("`Scheduler.update_from_output()`")
