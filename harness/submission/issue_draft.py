@@ -76,14 +76,15 @@ def described(sub: Submission) -> str:
         parts.append("(The fix's test was not run for this draft.)")
         return "\n\n".join(parts)
     gate = (
-        " (vLLM 0.34's Triton gate lifted in the run, as on every x86 CPU "
-        "without triton-cpu)"
+        "; vLLM 0.34's Triton gate lifted in the run, as an x86 CPU without "
+        "triton-cpu needs"
         if before.gate == "bypassed"
         else ""
     )
     parts += [
-        f"To reproduce: the fix's own test, alone on {sub.base_name}{gate} "
-        f"(the commands name the fix's pull-request branch, `{BRANCH}`):",
+        f"To reproduce: the fix's own test, alone on {sub.base_name}, as the "
+        f"commands below run it on the fix's pull-request branch `{BRANCH}`"
+        f"{gate}:",
         "```console\n"
         + "\n".join([*(f"$ {command}" for command in before.commands), *before.lines])
         + "\n```",
