@@ -49,6 +49,14 @@ def _message_markdown(message: str) -> str:
     return "\n\n".join(kept)
 
 
+def _on_its_own(sub: Submission) -> bool:
+    """A part the record makes a pull request of its own, alone on the
+    release: the rest of the series goes upstream otherwise (as comments for
+    open pull requests), and is no context for it."""
+    standing = sub.standing
+    return bool(sub.part.alone and standing is not None and standing.pull_request)
+
+
 def commits_named(first: int, last: int) -> str:
     return f"commit {first}" if first == last else f"commits {first}-{last}"
 
@@ -56,9 +64,7 @@ def commits_named(first: int, last: int) -> str:
 def part_note(sub: Submission) -> str:
     part = sub.part
     release = sub.target.source.release_name()
-    if part.alone and sub.standing is not None and sub.standing.pull_request:
-        # A change the record makes a pull request of its own: the rest of
-        # the series goes upstream otherwise, and is no context for it.
+    if _on_its_own(sub):
         return f"It applies to {sub.base_name} on its own."
     if part.alone:
         others = (*part.earlier, *part.later)
@@ -92,11 +98,16 @@ def part_note(sub: Submission) -> str:
 def part_claims(sub: Submission) -> str:
     """What was measured on this branch: its commits' own tests, without and
     with their fixes; never the whole series' run."""
+    series = (
+        ""
+        if _on_its_own(sub)
+        else " The series' stream replay and test run measured another tree "
+        "(all its commits together) and are not quoted."
+    )
     lines = [
         "- Measured on this branch alone: each commit's own tests, without and "
         "with its fix, and vLLM's tests in the files its commits change "
-        "(Validation). The series' stream replay and test run measured another "
-        "tree (all its commits together) and are not quoted."
+        f"(Validation).{series}"
     ]
     if sub.evidence is None:
         lines.append(

@@ -334,7 +334,7 @@ def test_a_change_no_open_pull_request_does_is_one_that_stands_alone(
     body = (out / "pr-body.md").read_text()
     # the rest of the series goes upstream otherwise: no context for it
     assert "It applies to vLLM pristine on its own." in body
-    assert "series of 3" not in body
+    assert "series of 3" not in body and "The series' stream replay" not in body
     assert (
         "**Duplicate-work check** (AGENTS.md), last checked 2026-12-05: no open "
         "pull request grows the pool; before opening it, `gh pr list --repo "
