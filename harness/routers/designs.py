@@ -236,8 +236,9 @@ def side_by_side(
 def at_export(trees: dict[str, Path]) -> dict:
     """`side_by_side` over every workload config with the export's small
     workload, into every consumer this Python has: the real routers only
-    with the consumers extra (``left_out`` and ``missing`` say what was not
-    measured and why; ``versions`` the real routers' releases)."""
+    with the consumers extra (``left_out`` says which were not measured,
+    ``missing`` the packages they need; ``versions`` the real routers'
+    releases)."""
     from importlib import metadata
 
     from harness.routers import DEFAULT_PROBES, ROUTER_NAMES
@@ -256,6 +257,8 @@ def at_export(trees: dict[str, Path]) -> dict:
     )
     found["real_routers"] = real
     found["left_out"] = [] if real else list(ROUTER_NAMES)
-    found["missing"] = missing[0] if missing else None
+    found["missing"] = (
+        ", ".join(DISTRIBUTIONS[name] for name in ROUTER_NAMES) if missing else None
+    )
     found["versions"] = {name: metadata.version(DISTRIBUTIONS[name]) for name in real}
     return found

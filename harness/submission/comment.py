@@ -180,9 +180,9 @@ def _consumers(labels: dict[str, str], figures: dict) -> list[str]:
     if figures.get("left_out"):
         lines += [
             "",
-            f"Not measured: {', '.join(figures['left_out'])}, whose own code "
-            f"needs {figures['missing']}, which the Python that exported this "
-            "did not have.",
+            f"Not measured: {', '.join(figures['left_out'])}, whose packages "
+            f"({figures['missing']}) were not installed where this was "
+            "measured.",
         ]
     return lines
 

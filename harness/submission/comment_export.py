@@ -67,8 +67,9 @@ def write(
         if figures.get("left_out"):
             warnings.append(
                 f"{comment.filename(standing.pull)} leaves out "
-                f"{', '.join(figures['left_out'])}: {figures['missing']} is not "
-                "installed here (the consumers extra); the comment says so"
+                f"{', '.join(figures['left_out'])}: {figures['missing']} not "
+                "installed in this Python (the harness's consumers extra); the "
+                "comment says so"
             )
     sub = Submission(
         target=branch.target,

@@ -89,9 +89,7 @@ def measured(trees, left_out=()):
         },
         "real_routers": real,
         "left_out": list(left_out),
-        "missing": "the harness's 'consumers' extra (ai-dynamo-runtime)"
-        if left_out
-        else None,
+        "missing": "ai-dynamo-runtime, vllm-router" if left_out else None,
         "versions": {name: "1.0" for name in real},
     }
 
@@ -205,15 +203,15 @@ def test_without_the_consumers_extra_the_comment_says_what_it_left_out(
     assert export(out, "--tier", "strict", "--patches", "1", evidence=True) == 0
     comment = (out / "comment-58121.md").read_text()
     assert (
-        "Not measured: dynamo, vllm-router, whose own code needs the harness's "
-        "'consumers' extra (ai-dynamo-runtime), which the Python that exported "
-        "this did not have."
+        "Not measured: dynamo, vllm-router, whose packages (ai-dynamo-runtime, "
+        "vllm-router) were not installed where this was measured."
     ) in comment
     assert "| dynamo" not in comment
     assert "--router dynamo" not in comment
     assert (
-        "warning: comment-58121.md leaves out dynamo, vllm-router: the harness's "
-        "'consumers' extra (ai-dynamo-runtime) is not installed here"
+        "warning: comment-58121.md leaves out dynamo, vllm-router: "
+        "ai-dynamo-runtime, vllm-router not installed in this Python (the "
+        "harness's consumers extra); the comment says so"
     ) in capsys.readouterr().err
 
 
@@ -232,7 +230,7 @@ def test_at_export_measures_the_real_routers_only_where_they_are_installed(
     found = designs.at_export({"released": tmp_path})
     assert asked == [["llm-d-model"]]
     assert found["left_out"] == ["dynamo", "vllm-router"]
-    assert found["missing"] == "the extra"
+    assert found["missing"] == "ai-dynamo-runtime, vllm-router"
 
 
 def test_a_comment_without_measurements_quotes_no_figure(tmp_path, target, measuring):
