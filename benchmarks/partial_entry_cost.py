@@ -11,7 +11,9 @@ main, pristine and default). Each tree runs in a child process of its own
 that stays up for the whole run. The cases are `harness.workloads.calls`'s
 (its docstring says what each calls; the export quotes their lines and
 bytes), at every ratio and context length, with one tail at 4 / 4096 /
-8,000 tokens (``register 4x4096x8000``).
+8,000 tokens (``register 4x4096x8000``), and the scheduler's
+(`harness.workloads.scheduler_calls`: ``scheduler step``, ``scheduler
+reset``).
 
 Two figures per case and tree, each as a ratio to the baseline:
 
@@ -54,7 +56,7 @@ from pathlib import Path
 
 import benchlib
 
-from harness.workloads import call_count, calls
+from harness.workloads import call_cases, call_count, calls
 
 SCRIPT = Path(__file__).resolve()
 
@@ -70,6 +72,11 @@ CASES = (
     "partial x128" + calls.EVENTS_OFF,
     "register 16x2048x4000" + calls.EVENTS_OFF,
     "masked 64/4" + calls.EVENTS_OFF,
+    *(
+        f"scheduler {call}{off}"
+        for call in ("step", "reset")
+        for off in ("", calls.EVENTS_OFF)
+    ),
 )
 
 
@@ -165,7 +172,7 @@ def child() -> int:
                 install_floor(FLOORS[request["floor"]])
             case = request["case"]
             if case not in built:
-                built[case] = calls.build(case)
+                built[case] = call_cases.build(case)
             if "repeat" in request:
                 reply(cpu_time(*built[case], request["repeat"]))
             else:

@@ -7,29 +7,19 @@ with the same workloads and checks (docs/upstream-designs.md).
 
 The first ``--tree`` is the baseline (vLLM as released); ``upstream`` is
 patches/alternatives/upstream-44488-58121.patch applied to it, a benchmark
-input that is no tier. Every workload config runs with probe requests in
-every tree (harness.routers.fidelity_table.probe_runs: one worker per tree,
-``PYTHONHASHSEED=0``), and each run's stream is read by two consumers:
-
-- one that ignores map keys it does not know, as NVIDIA Dynamo's decoder
-  and the harness's own structs do: the stream as recorded;
-- one that reads ``skipped_parent_block_hash``, ``skipped_token_ids`` and
-  ``skipped_extra_keys``: each store that carries them is read as what they
-  say, its first block spanning the skipped tokens back to the skipped
-  parent (one hash, ``block_size`` the span), then the rest of its blocks
-  under it. On a stream without those fields it reads the same events.
-
-For each consumer: the stream checker's findings per rule (C1-C6,
-docs/contract.md) and per class (K1-K7), and the content-tree router's
-predictions against the engine's own lookup (harness.routers.fidelity:
-exact, over, under). For each tree: events, their bytes as the tree's
-encoder wrote them, and the baseline's events that the tree does not emit
-byte for byte in the same operation (C7). ``--tests NAME`` also runs target
-main's CI selection of vLLM's tests in tree NAME, as `python -m harness
+input that is no tier. What is measured, and the two consumers that read
+each run's stream (one ignoring the ``skipped_*`` fields, one reading
+them), are harness.routers.designs's, which `export` also runs for a
+comment on an upstream pull request: per consumer the stream checker's
+findings per rule (C1-C6, docs/contract.md) and per class (K1-K7), and the
+content-tree router's predictions against the engine's own lookup
+(exact, over, under); per tree its events, their bytes, and the
+baseline's events it does not emit byte for byte (C7). ``--tests NAME``
+also runs target main's CI selection of vLLM's tests in tree NAME, as `python -m harness
 test` runs them. Prints a markdown table; ``--json`` writes the figures for
 harness/submission/upstream_designs.py, which quotes them in pr-body.md.
 
-Runs in an environment with vLLM 0.33's requirements (.tox/vllm-main).
+Runs in an environment with vLLM's requirements (.tox/vllm-main).
 """
 
 from __future__ import annotations
@@ -41,142 +31,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import msgspec
 from benchlib import REPO_ROOT, add_tree_argument, machine, machine_line, parse_trees
 
-from harness.contract.classes import CLASSES, RULES, matched_events, replay
-from harness.contract.records import EventRecord, OpRecord, Record
-from harness.contract.wire import BlockStored, ExternalBlockHash
 from harness.routers import DEFAULT_OPS, DEFAULT_PROBES, DEFAULT_SEEDS
-from harness.routers.fidelity import Tally, replay_probes
-from harness.routers.fidelity_table import probe_runs
+from harness.routers.designs import CONSUMERS, TreeFigures, measure_trees
 from harness.workloads.drivers import CONFIGS
-
-CONSUMERS = ("ignoring", "reading")
-
-
-class SkippedStore(BlockStored, tag="BlockStored"):
-    """BlockStored as #44488 extends it."""
-
-    skipped_parent_block_hash: ExternalBlockHash | None = None
-    skipped_token_ids: list[int] | None = None
-    skipped_extra_keys: list[tuple | None] | None = None
-
-
-_encoder = msgspec.msgpack.Encoder()
-
-
-def read_skipped(event: EventRecord) -> list[EventRecord]:
-    """The event as a consumer that reads the skipped context sees it."""
-    try:
-        store = msgspec.msgpack.decode(event.data, type=SkippedStore)
-    except msgspec.ValidationError:  # a removal or a clear
-        return [event]
-    if store.skipped_token_ids is None or not store.block_hashes:
-        return [event]
-    first_tokens = store.token_ids[: store.block_size]
-    extra = store.extra_keys or None
-    spanned = BlockStored(
-        block_hashes=store.block_hashes[:1],
-        parent_block_hash=store.skipped_parent_block_hash,
-        token_ids=store.skipped_token_ids + first_tokens,
-        block_size=len(store.skipped_token_ids) + len(first_tokens),
-        lora_id=store.lora_id,
-        medium=store.medium,
-        lora_name=store.lora_name,
-        extra_keys=extra[:1] if extra else None,
-        group_idx=store.group_idx,
-        kv_cache_spec_kind=store.kv_cache_spec_kind,
-        kv_cache_spec_sliding_window=store.kv_cache_spec_sliding_window,
-    )
-    found = [EventRecord(event.label, _encoder.encode(spanned))]
-    if len(store.block_hashes) > 1:
-        rest = BlockStored(
-            block_hashes=store.block_hashes[1:],
-            parent_block_hash=store.block_hashes[0],
-            token_ids=store.token_ids[store.block_size :],
-            block_size=store.block_size,
-            lora_id=store.lora_id,
-            medium=store.medium,
-            lora_name=store.lora_name,
-            extra_keys=extra[1:] if extra else None,
-            group_idx=store.group_idx,
-            kv_cache_spec_kind=store.kv_cache_spec_kind,
-            kv_cache_spec_sliding_window=store.kv_cache_spec_sliding_window,
-        )
-        found.append(EventRecord(event.label, _encoder.encode(rest)))
-    return found
-
-
-def reading(records: list[Record]) -> list[Record]:
-    return [
-        OpRecord(
-            record.index,
-            record.name,
-            [seen for event in record.events for seen in read_skipped(event)],
-        )
-        if isinstance(record, OpRecord)
-        else record
-        for record in records
-    ]
-
-
-class TreeFigures:
-    def __init__(self):
-        self.events = 0
-        self.bytes = 0
-        self.changed = 0  # baseline events not emitted byte for byte
-        self.rules = {name: Counter() for name in CONSUMERS}
-        self.classes = {name: Counter() for name in CONSUMERS}
-        self.router = {name: Tally() for name in CONSUMERS}
-        self.tests: dict[str, int] | None = None
-
-    def add(self, records: list[Record], baseline: list[Record]) -> None:
-        ops = [r for r in records if isinstance(r, OpRecord)]
-        base_ops = [r for r in baseline if isinstance(r, OpRecord)]
-        self.events += sum(len(op.events) for op in ops)
-        self.bytes += sum(len(event.data) for op in ops for event in op.events)
-        for before, after in zip(base_ops, ops, strict=True):
-            self.changed += len(before.events) - len(
-                matched_events(before.events, after.events)
-            )
-        for name, seen in (("ignoring", records), ("reading", reading(records))):
-            run = replay(seen)
-            self.rules[name].update(run.rules)
-            self.classes[name].update(run.classes)
-            self.router[name].merge(replay_probes(seen).tally())
-
-    def as_json(self) -> dict:
-        return {
-            "events": self.events,
-            "bytes": self.bytes,
-            "pristine_events_changed": self.changed,
-            "consumers": {
-                name: {
-                    "rules": {rule: self.rules[name][rule] for rule in RULES},
-                    "classes": {cls: self.classes[name][cls] for cls in CLASSES},
-                    "router": vars(self.router[name]),
-                }
-                for name in CONSUMERS
-            },
-            "tests": self.tests,
-        }
-
-
-def measure(trees, configs, seeds, ops, probes) -> dict[str, TreeFigures]:
-    figures = {name: TreeFigures() for name in trees}
-    baseline_name = next(iter(trees))
-    pending: dict[str, list[Record]] = {}
-    for _config, name, records, _replay in probe_runs(
-        trees, configs, seeds, ops, probes
-    ):
-        pending[name] = records
-        if len(pending) == len(trees):
-            baseline = pending[baseline_name]
-            for tree, found in pending.items():
-                figures[tree].add(found, baseline)
-            pending = {}
-    return figures
 
 
 def run_tests(tree: Path, name: str) -> dict[str, int]:
@@ -229,6 +88,8 @@ def revision() -> str:
 
 
 def main() -> int:
+    from harness.targets import get_target
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_tree_argument(parser)
     parser.add_argument("--config", dest="configs", action="append", choices=CONFIGS)
@@ -248,7 +109,7 @@ def main() -> int:
     configs = args.configs or list(CONFIGS)
     started = time.monotonic()
     info = machine()
-    figures = measure(trees, configs, args.seeds, args.ops, args.probes)
+    figures = measure_trees(trees, configs, args.seeds, args.ops, args.probes)
     for name in args.tests:
         figures[name].tests = run_tests(trees[name], name)
     print(machine_line(info))
@@ -263,7 +124,7 @@ def main() -> int:
             json.dumps(
                 {
                     "target": "main",
-                    "release": "vLLM 0.33.0",
+                    "release": get_target("main").source.release_name(),
                     "measured": time.strftime("%Y-%m-%d", time.gmtime()),
                     "revision": revision(),
                     "machine": info,

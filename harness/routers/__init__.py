@@ -22,7 +22,10 @@ adapter, the replays and the one loop that measures them.
   by which any router, in any language, is scored on a real engine: its
   messages and checks, and the harness's side of a router child's pipes;
 - `readings`: what each of those consumers reads of the stream, which
-  ``check-stream --for NAME`` judges.
+  ``check-stream --for NAME`` judges;
+- `designs`: an upstream pull request's design beside a change, read by a
+  consumer that ignores the ``skipped_*`` fields and one that reads them,
+  and into every consumer (export's comments, benchmarks/upstream_designs.py).
 """
 
 # The report's plan: the seed example, then each workload config with seeds

@@ -161,16 +161,25 @@ def measure_routers(
     probes: int = DEFAULT_PROBES,
 ) -> RoutersTable:
     table = RoutersTable(seeds, ops, probes)
-    routers = [name for name in routers if name not in INDEX_ROUTERS]
     for config, tree, records, _ in probe_runs(trees, configs, seeds, ops, probes):
-        start, _ = run_layout(records)
-        for name, make in INDEX_ROUTERS.items():
-            table.add(config, tree, name, 0, "", measure(records, make(records)))
-        for name in routers:
-            for size in block_sizes(start):
-                run = run_real_router(name, records, size)
-                table.add(config, tree, name, size, choice(size, start), run)
+        add_run(table, config, tree, records, routers)
     return table
+
+
+def add_run(
+    table: RoutersTable, config: str, tree: str, records, routers: Iterable[str]
+) -> None:
+    """One recorded run with probes, replayed into the index routers and
+    each of ``routers`` at every router block size."""
+    start, _ = run_layout(records)
+    for name, make in INDEX_ROUTERS.items():
+        table.add(config, tree, name, 0, "", measure(records, make(records)))
+    for name in routers:
+        if name in INDEX_ROUTERS:
+            continue
+        for size in block_sizes(start):
+            run = run_real_router(name, records, size)
+            table.add(config, tree, name, size, choice(size, start), run)
 
 
 def _row(cells: list[str]) -> str:

@@ -1,11 +1,14 @@
 """The commits an export makes in its scratch repository, and what is read
-from them: the pristine tree as one commit with a fixed identity and date
-(so that `base-commit:` is the same on every machine), each patch applied
-with `git am --keep-non-patch` and made the submitter's, the lines changed
-outside tests/, the tests the Validation command can name on the branch,
-and the mails (`git format-patch`).
+from them: the pristine tree as one commit with a fixed identity and date,
+each patch applied with `git am --keep-non-patch` and made the submitter's,
+the lines changed outside tests/, the functions changed there (whose calls
+the export measures), the tests the Validation command can name on the
+branch, and the mails (`git format-patch`), whose cover letter names the
+release the series is made against (harness.submission.base), not the
+scratch commit, which exists nowhere upstream.
 """
 
+import ast
 import re
 import shutil
 from pathlib import Path
@@ -13,6 +16,7 @@ from pathlib import Path
 from harness.errors import ExportError, OutputError
 from harness.log import progress
 from harness.series.model import Series
+from harness.submission.base import Base
 from harness.submission.evidence import patch_tests, test_functions
 from harness.submission.gitrepo import BASE_COMMIT_DATE, BRANCH, git, message
 from harness.submission.submitter import Identity, parse_identity, signed_message
@@ -108,13 +112,18 @@ def apply_as_commits(
 
 
 def validation_tests(
-    repo: Path, selection: tuple[str, ...], commits: list[str]
+    repo: Path, selection: tuple[str, ...], commits: list[str], part: bool = False
 ) -> tuple[str, ...]:
     """The tests the Validation command names: those of the selection that
     the exported branch holds (a test another patch adds is left out, or
     pytest would collect nothing), then each commit's own tests in a file the
-    selection does not name."""
+    selection does not name. For a ``part`` of the series, only the
+    selection's tests in the files its commits change: the rest of the
+    selection tests what other commits change."""
     kept = [test for test in selection if _on_branch(repo, test)]
+    if part:
+        changed = git(repo, "diff", "--name-only", f"{commits[0]}~1", commits[-1])
+        kept = [test for test in kept if test.split("::", 1)[0] in changed.split()]
     files = {test.split("::", 1)[0] for test in kept}
     for commit in commits:
         for test in patch_tests(repo, commit).node_ids:
@@ -149,11 +158,60 @@ def changed_lines_outside_tests(repo: Path, since: str, until: str) -> int:
     return total
 
 
+def changed_functions(repo: Path, since: str, until: str) -> list[str]:
+    """The functions outside tests/ whose code the commits ``since``..``until``
+    change, as ``path::Class.method`` (or ``path::function``), in the order
+    of the files and the code; a function they add is left out (it is
+    reached through one they change), and so is one only reformatted."""
+    listing = git(repo, "diff", "--name-only", since, until, "--", "*.py")
+    changed = []
+    for path in listing.splitlines():
+        if path.startswith("tests/"):
+            continue
+        before = _functions(_source(repo, since, path))
+        after = _functions(_source(repo, until, path))
+        changed += [
+            f"{path}::{name}"
+            for name, code in after.items()
+            if name in before and before[name] != code
+        ]
+    return changed
+
+
+def _source(repo: Path, commit: str, path: str) -> str:
+    try:
+        return git(repo, "show", f"{commit}:{path}")
+    except ExportError:  # not in that commit
+        return ""
+
+
+def _functions(text: str) -> dict[str, str]:
+    """Function or ``Class.method`` -> its code without positions, in the
+    Python source ``text`` (nothing where it is not Python)."""
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
+    found = {}
+    for node in module.body:
+        if isinstance(node, kinds):
+            found[node.name] = ast.dump(node)
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, kinds):
+                    found[f"{node.name}.{item.name}"] = ast.dump(item)
+    return found
+
+
 def format_patches(
-    repo: Path, base: str, start: str, mails: Path, submitter: Identity
+    repo: Path, base: str, start: str, mails: Path, submitter: Identity, named: Base
 ) -> None:
     """The mails of start..BRANCH; a part that follows earlier patches names
-    them as prerequisites (`prerequisite-patch-id:`) after `base-commit:`."""
+    them as prerequisites (`prerequisite-patch-id:`). The scratch base
+    commit is named only where ``named`` pins a full commit id
+    (`base-commit:` that id); otherwise the cover letter names the release
+    in its text, and no `base-commit:` line."""
     # The cover letter is from the submitter, like the patches.
     git(
         repo,
@@ -170,3 +228,8 @@ def format_patches(
             "GIT_COMMITTER_EMAIL": submitter.email,
         },
     )
+    letter = mails / "0000-cover-letter.patch"
+    text = letter.read_text()
+    trailer = f"base-commit: {base}\n"
+    kept = f"base-commit: {named.commit}\n" if named.full else ""
+    letter.write_text(text.replace(trailer, kept))

@@ -1,26 +1,21 @@
-"""What a submitter posts before the pull request: the comment on the issue
-that offers the measurements to the open pull request, and the RFC issue vLLM asks for
-above 500 changed lines.
+"""The RFC issue vLLM asks for above 500 changed lines, and the sections of
+the tree's issue forms.
 
-vLLM's AGENTS.md: "If an open PR already addresses the same fix, do not open
-another. If your approach is materially different, explain the difference in
-the issue." #58121 is open for #58119, so the export writes that explanation
-(`issue_comment`), with the numbers of the comparison where they were
-measured, and CONTRIBUTING.md says to post it and wait. The RFC draft
-(`rfc_issue`) follows the sections of the target tree's own RFC form
-(.github/ISSUE_TEMPLATE/750-RFC.yml). Both are written from the same
-Submission as the body; nothing here is posted by the harness.
+The RFC draft (`rfc_issue`) follows the sections of the target tree's own
+RFC form (.github/ISSUE_TEMPLATE/750-RFC.yml), written from the same
+Submission as the body; nothing here is posted by the harness. (A change
+that an open pull request already makes is offered to it as a comment,
+harness.submission.comment, not argued in an issue.)
 """
 
 import re
 from pathlib import Path
 
-from harness.submission import pr_body, pr_prose, upstream_designs
+from harness.submission import pr_prose, upstream_designs
 from harness.submission.pr_part import own_text
-from harness.submission.related_work import ALTERNATIVE, ISSUE
+from harness.submission.related_work import ISSUE
 from harness.submission.submission import Submission
 
-ISSUE_COMMENT = "issue-comment.md"
 RFC_ISSUE = "rfc-issue.md"
 RFC_FORM = Path(".github/ISSUE_TEMPLATE/750-RFC.yml")
 # vLLM 0.33.0's RFC form, for a tree without one.
@@ -36,10 +31,16 @@ _LABEL = re.compile(r"^\s*label:\s*(?P<label>.+?)\.?\s*$", re.MULTILINE)
 
 def rfc_sections(tree: Path) -> tuple[str, ...]:
     """The text-area labels of the tree's RFC form, in order."""
+    return form_sections(tree / RFC_FORM) or RFC_SECTIONS
+
+
+def form_sections(form: Path) -> tuple[str, ...]:
+    """The text-area labels of an issue form (.github/ISSUE_TEMPLATE/*.yml),
+    in order; none where the tree has no such form."""
     try:
-        text = (tree / RFC_FORM).read_text()
+        text = form.read_text()
     except OSError:
-        return RFC_SECTIONS
+        return ()
     found = [
         match["label"]
         for block in text.split("- type: ")
@@ -47,7 +48,7 @@ def rfc_sections(tree: Path) -> tuple[str, ...]:
         for match in [_LABEL.search(block)]
         if match
     ]
-    return tuple(found) or RFC_SECTIONS
+    return tuple(found)
 
 
 def _commits(sub: Submission) -> list[str]:
@@ -79,74 +80,10 @@ def _comparison(sub: Submission) -> list[str]:
     ]
 
 
-# How the comment puts this change, by what the tier's stream is.
-APPROACH = {
-    "ancestry": (
-        "the pool reports the skipped boundaries as ordinary `BlockStored` "
-        "events at the hash block size, then the entry's store unchanged, and "
-        "removes the boundaries right after it, so the consumers that read "
-        "the stream today place the entry with no change and hold nothing the "
-        "pool does not; in exchange the stream carries more events."
-    ),
-    "holdings": (
-        "the partial entry's own `BlockStored` spans from its cache block's "
-        "start, under the hash that ends there (`block_size` is the span), "
-        "so its parent is a hash the pool holds and no boundary that no "
-        "lookup ends at is announced; consumers that read the stream today "
-        "place it with no change, and a router predicts exactly the hits the "
-        "engine serves. In exchange three upstream tests that pin the old "
-        "event shape change, and the store carries the tokens from its block "
-        "start."
-    ),
-}
 ROW = {
     "ancestry": "reported boundaries (this change)",
     "holdings": "entries stored from their block start (this change)",
 }
-CHOICE = {
-    "ancestry": "reported boundaries",
-    "holdings": "the entry stored from its cache block's start",
-}
-
-
-def issue_comment(sub: Submission) -> str:
-    """The comment for the issue: how this differs from the open pull
-    request, with numbers, and the question for a maintainer."""
-    release = sub.target.source.release_name()
-    wire = pr_prose.wire_paragraph(sub.wire, "the alternative")
-    lines = [
-        f"#{ALTERNATIVE} is open for this defect. I measured what the stream's "
-        "consumers predict with it and with another approach, and offer the "
-        f"measurements and tests to #{ALTERNATIVE} and #44488 rather than a "
-        "competing pull request.",
-        "",
-        f"- #{ALTERNATIVE} (stacked on #44488) keeps the partial entry as the "
-        "only hash a consumer indexes and describes the skipped boundaries in "
-        "new optional fields (`skipped_parent_block_hash`, `skipped_token_ids`, "
-        "`skipped_extra_keys`), which a consumer must read to place the entry.",
-        f"- The other approach measured: {APPROACH[sub.target.stream(sub.tier)]}",
-        "",
-        *_comparison(sub),
-    ]
-    if wire:
-        lines += ["", wire]
-    lines += [
-        "",
-        f"If a maintainer would rather take {CHOICE[sub.target.stream(sub.tier)]} "
-        f"than the `skipped_*` fields (#44488 + #{ALTERNATIVE}) for {release} "
-        f"and main, it is {sub.count} commit(s):",
-        "",
-        *_commits(sub),
-    ]
-    if pr_body.needs_rfc(sub):
-        lines += [
-            "",
-            f"It changes {sub.changed_lines} lines outside `tests/`, over the "
-            f"{pr_body.RFC_LINE_LIMIT} above which vLLM asks for an RFC, so I "
-            "would open that first.",
-        ]
-    lines += ["", _disclosure(sub)]
-    return "\n".join(lines) + "\n"
 
 
 def rfc_issue(sub: Submission, sections: tuple[str, ...]) -> str:

@@ -7,7 +7,12 @@ alone on the commit before it (the pristine tree plus the earlier patches),
 then the whole patch. The tests run are the ones the patch adds or changes,
 found by comparing each test file's test functions before and after the
 patch. The commands are recorded as a reviewer would type them on the pull
-request's branch, with pytest's own pass/fail lines as their output.
+request's branch, with pytest's own outcome lines as their output: the
+lines of its short test summary (`-rA`), each failure's reason whole (the
+run's terminal is wide enough that pytest trims none), and its closing
+summary line, whose counts are the only ones a text quotes. Nothing else
+pytest prints is read as an outcome: a test's captured log (``ERROR
+vllm...``) is no failure.
 
 What the runs need is checked before any work (harness.submission.evidence_env).
 A run that still cannot collect its tests for want of a module outside the
@@ -34,10 +39,16 @@ from harness.trees.env import SHOWN_ENV, tree_env
 # --tb=line: one line per failure, and a collection error's own message (a
 # module that cannot be imported), which the runs read and never record.
 PYTEST = ("python", "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--tb=line")
-# pytest's short test summary lines (-rA): "FAILED tests/x.py::test_y - ...".
-_OUTCOME_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) ")
-_FAILING = ("FAILED ", "ERROR ")
+# pytest trims a short summary line's reason to the terminal's width; the
+# runs' terminal is this wide, so a reason's first line is quoted whole.
+COLUMNS = "100000"
+# pytest's short test summary lines (-rA): "FAILED tests/x.py::test_y - ...",
+# read only in that section (a captured log line may start with "ERROR ").
+_SUMMARY_START = re.compile(r"^=+ short test summary info =+$")
+_OUTCOME_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) \S")
 _SUMMARY_LINE = re.compile(r"^=+ (?P<summary>.+ in [\d.]+s.*?) =+$")
+# The counts of pytest's closing summary line: "1 failed, 2 passed, 1 error".
+_COUNT = re.compile(r"(?P<count>\d+) (?P<outcome>[a-z]+)")
 _NO_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
 # A run of a patch's tests says it is still running this often (seconds).
 PROGRESS_S = 30.0
@@ -63,15 +74,37 @@ class TestRun:
 
     __test__ = False  # not a test class, despite its name
     commands: tuple[str, ...]
-    lines: tuple[str, ...]  # pytest's pass/fail lines, then its summary line
+    lines: tuple[str, ...]  # pytest's outcome lines, then its summary line
     returncode: int
+    # The tree's Triton gate (harness.trees.triton_gate): ``bypassed`` where
+    # the run lifted vLLM 0.34's, which the command shown does not.
+    gate: str = triton_gate.ABSENT
+
+    @property
+    def summary(self) -> str:
+        """pytest's closing summary line, or '' where it printed none."""
+        last = self.lines[-1] if self.lines else ""
+        return "" if _OUTCOME_LINE.match(last) else last
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """pytest's own counts, from its closing summary line: outcome
+        (``failed``, ``passed``, ``errors`` as ``error``, ...) -> number."""
+        return {
+            match["outcome"].removesuffix("s"): int(match["count"])
+            for match in _COUNT.finditer(self.summary.rsplit(" in ", 1)[0])
+        }
+
+    @property
+    def failing(self) -> int:
+        """The tests that failed or errored, as pytest counts them."""
+        counts = self.counts
+        return counts.get("failed", 0) + counts.get("error", 0)
 
     @property
     def failed(self) -> bool:
         """Some test failed, or could not be collected (an import error)."""
-        return self.returncode != 0 and any(
-            line.startswith(_FAILING) for line in self.lines
-        )
+        return self.returncode != 0 and self.failing > 0
 
     @property
     def passed(self) -> bool:
@@ -102,7 +135,7 @@ class PatchEvidence:
             return "its tests do not fail without the fix"
         if not self.after.passed:
             return "its tests do not pass with the fix"
-        failing = sum(line.startswith(_FAILING) for line in self.before.lines)
+        failing = self.before.failing
         return f"{failing} failing without the fix, all passing with it"
 
 
@@ -185,7 +218,7 @@ def fail_before_fix(
         git(repo, "apply", stdin=hunks)
         before = _pytest(
             repo,
-            tests,
+            tests.node_ids,
             (
                 f"git checkout --quiet --detach {parent}",
                 f"git diff {parent} {ref} -- tests | git apply",
@@ -195,7 +228,7 @@ def fail_before_fix(
         git(repo, "checkout", "--quiet", "--force", "--detach", commit)
         after = _pytest(
             repo,
-            tests,
+            tests.node_ids,
             (f"git checkout --quiet --force --detach {ref}",),
             f"{step}: its {len(tests.node_ids)} test(s) with its fix",
         )
@@ -204,15 +237,26 @@ def fail_before_fix(
     return evidence
 
 
+def validation_run(repo: Path, tests: tuple[str, ...], count: int) -> TestRun:
+    """The Validation command's tests, run on the branch's last commit."""
+    git(repo, "checkout", "--quiet", "--force", relative_ref(count, count))
+    return _pytest(
+        repo,
+        tests,
+        (f"git checkout --quiet --force {BRANCH}",),
+        f"running the Validation command's {len(tests)} test(s) on the branch",
+    )
+
+
 def _pytest(
-    repo: Path, tests: PatchTests, checkout: tuple[str, ...], step: str
+    repo: Path, node_ids: tuple[str, ...], checkout: tuple[str, ...], step: str
 ) -> TestRun:
-    """One run of the patch's tests, ``step`` said on stderr when it starts,
+    """One run of ``node_ids``, ``step`` said on stderr when it starts,
     every PROGRESS_S while it runs, and with pytest's summary when it ends."""
     environment = SHOWN_ENV
     # One test per line: the ids are long, and a shell takes the line breaks.
     shown = " \\\n    ".join(
-        (f"{environment} PYTHONPATH=. {' '.join(PYTEST)}", *tests.node_ids)
+        (f"{environment} PYTHONPATH=. {' '.join(PYTEST)}", *node_ids)
     )
     # No bytecode: a checkout that rewrites a module within the second its
     # cached bytecode was written, at the same size (a changed digit), would
@@ -224,7 +268,7 @@ def _pytest(
         sys.executable,
         *PYTEST[1:],
         *triton_gate.pytest_arguments(gate),
-        *tests.node_ids,
+        *node_ids,
     ]
     output: list[str] = []
     progress(f"{step}: running pytest ...")
@@ -234,7 +278,7 @@ def _pytest(
         cwd=repo,
         env=triton_gate.with_plugin(
             tree_env(
-                repo, with_harness=False, COLUMNS="120", PYTHONDONTWRITEBYTECODE="1"
+                repo, with_harness=False, COLUMNS=COLUMNS, PYTHONDONTWRITEBYTECODE="1"
             ),
             gate,
         ),
@@ -247,7 +291,7 @@ def _pytest(
     # pytest's stdout and stderr together: its outcome and summary lines are
     # the only ones read as such.
     result = subprocess.CompletedProcess(command, returncode, "".join(output), "")
-    lines = [line for line in result.stdout.splitlines() if _OUTCOME_LINE.match(line)]
+    lines = outcome_lines(result.stdout)
     summaries = [
         match["summary"]
         for line in result.stdout.splitlines()
@@ -257,7 +301,22 @@ def _pytest(
     if summaries:
         lines.append(summaries[-1])
     progress(f"{step}: {summaries[-1] if summaries else f'exit status {returncode}'}")
-    return TestRun((*checkout, shown), tuple(lines), result.returncode)
+    return TestRun((*checkout, shown), tuple(lines), result.returncode, gate)
+
+
+def outcome_lines(output: str) -> list[str]:
+    """pytest's short test summary lines (``FAILED tests/x.py::test_y -
+    reason``), and nothing else it printed: a captured log line that starts
+    with ``ERROR`` is no outcome."""
+    lines, inside = [], False
+    for line in output.splitlines():
+        if _SUMMARY_START.match(line):
+            inside = True
+        elif inside and _SUMMARY_LINE.match(line):
+            break
+        elif inside and _OUTCOME_LINE.match(line):
+            lines.append(line)
+    return lines
 
 
 def _refuse_unrunnable(repo: Path, result, lines: list[str]) -> None:

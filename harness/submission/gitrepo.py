@@ -13,8 +13,8 @@ from harness import processes
 from harness.errors import ExportError, excerpt
 
 # The identity and date of the scratch commits (the committer of every patch
-# commit too), so that the pristine base commit, and with it `base-commit:`,
-# is the same wherever it is made.
+# commit too), so that the pristine base commit, and with it the patches'
+# commits, is the same wherever it is made.
 EXPORT_IDENTITY = ("vllm-kv-series export", "export@localhost")
 BASE_COMMIT_DATE = "2000-01-01T00:00:00+0000"
 # The branch the patches are committed on; the fail-before-fix commands name

@@ -98,7 +98,8 @@ def ids_legend(text: str) -> str:
 
 
 def overview(sub: Submission) -> str:
-    lead = f"{'. '.join(sub.references)}. " if sub.references else ""
+    references = sub.references or (["Fixes #____"] if sub.needs_issue else [])
+    lead = f"{'. '.join(references)}. " if references else ""
     # A part says what its own commits say; the series' problem is the tier's.
     lines = [lead + (pr_prose.PROBLEM if sub.part is None else own_text(sub))]
     if sub.about_issue and any(work.number == ALTERNATIVE for work in RELATED_WORK):
@@ -111,7 +112,7 @@ def overview(sub: Submission) -> str:
         lines += ["", f"#{ALTERNATIVE} fixes the same issue another way; {said}"]
     if sub.part is not None:
         lines += ["", part_note(sub)]
-    lines += ["", f"Commits, against {sub.target.source.release_name()}:", ""]
+    lines += ["", f"Commits, against {sub.base_name}:", ""]
     changed = sub.upstream_tests_changed
     for number, subject in enumerate(sub.subjects, 1):
         notes = [f"changes upstream's `{_name(test)}`" for test in changed[number - 1]]
@@ -157,10 +158,16 @@ def test_plan(sub: Submission) -> str:
         if sub.part is None
         else ""
     )
+    trees = (
+        f"CPU only: {sub.base_name} as released, and this branch. vLLM's tests, "
+        "on each tree:"
+        if sub.part is None
+        else f"CPU only, on this branch ({sub.base_name} and these commits). "
+        "vLLM's tests in the files these commits change, and their own:"
+    )
     return "\n".join(
         [
-            f"CPU only: {sub.target.source.release_name()} as released, and "
-            "this branch. vLLM's tests, on each tree:",
+            trees,
             "",
             "```",
             validation_command(sub),
@@ -176,10 +183,7 @@ def test_result(sub: Submission) -> str:
     if sub.verdict is not None:
         lines = pr_findings.run_lines(sub)
     elif sub.part is not None:
-        lines = [
-            "vLLM's tests and the stream replay were run for the series' whole "
-            "tree, not for this branch, and are not quoted."
-        ]
+        lines = pr_findings.validation_lines(sub)
     else:
         lines = [
             "No test run was found for this series; vLLM's tests and the stream "
@@ -259,6 +263,18 @@ def size(sub: Submission) -> str:
 
 
 def duplicate_check(sub: Submission) -> str:
+    standing = sub.standing
+    if not sub.about_issue and standing is not None and standing.pull_request:
+        search = (
+            f"; before opening it, `gh pr list --repo vllm-project/vllm --state "
+            f'open --search "{standing.search}"` is run again'
+            if standing.search
+            else ""
+        )
+        return (
+            f"**Duplicate-work check** (AGENTS.md), last checked "
+            f"{standing.checked_on.isoformat()}: {standing.why}{search}."
+        )
     if not sub.about_issue:
         return (
             "**Duplicate-work check** (AGENTS.md): the record of related pull "

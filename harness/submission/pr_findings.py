@@ -251,12 +251,40 @@ def limitations(sub: Submission) -> str:
     return "**Limitations.** " + " ".join(said)
 
 
+# Where a run lifted vLLM 0.34's Triton gate (harness.trees.triton_gate).
+GATE = (
+    "vLLM 0.34's Triton gate lifted in the run: its CPU platform refuses "
+    "every `VllmConfig` on an x86 CPU without triton-cpu, and the submitter's "
+    "pytest plugin removes that one check"
+)
+
+
+def validation_lines(sub: Submission) -> list[str]:
+    """A part's Validation command as run on its branch at export."""
+    run = sub.validation
+    if run is None:
+        return ["The Validation command was not run for this description."]
+    gate = f"; {GATE}" if run.gate == "bypassed" else ""
+    lines = [
+        f"**The Validation command on this branch** (run at export, CPU{gate}): "
+        f"{run.summary or 'pytest printed no summary'}."
+    ]
+    failing = [line for line in run.lines if line.startswith(("FAILED ", "ERROR "))]
+    return [*lines, *(["", "```", *failing, "```"] if failing else [])]
+
+
 def evidence_lines(sub: Submission) -> list[str]:
     if sub.evidence is None:
         return ["**Each commit's tests, without and with its fix:** not run."]
+    gated = any(
+        run is not None and run.gate == "bypassed"
+        for item in sub.evidence
+        for run in (item.before, item.after)
+    )
     lines = [
         "**Each commit's tests, without and with its fix**: its test hunks "
-        "alone on the commit before it, then the whole commit.",
+        "alone on the commit before it, then the whole commit"
+        + (f" ({GATE}, without the fix and with it alike)." if gated else "."),
     ]
     for item in sub.evidence:
         lines += ["", *_evidence_block(item, sub.count)]

@@ -49,6 +49,14 @@ def _message_markdown(message: str) -> str:
     return "\n\n".join(kept)
 
 
+def _on_its_own(sub: Submission) -> bool:
+    """A part the record makes a pull request of its own, alone on the
+    release: the rest of the series goes upstream otherwise (as comments for
+    open pull requests), and is no context for it."""
+    standing = sub.standing
+    return bool(sub.part.alone and standing is not None and standing.pull_request)
+
+
 def commits_named(first: int, last: int) -> str:
     return f"commit {first}" if first == last else f"commits {first}-{last}"
 
@@ -56,6 +64,8 @@ def commits_named(first: int, last: int) -> str:
 def part_note(sub: Submission) -> str:
     part = sub.part
     release = sub.target.source.release_name()
+    if _on_its_own(sub):
+        return f"It applies to {sub.base_name} on its own."
     if part.alone:
         others = (*part.earlier, *part.later)
         said = [
@@ -88,10 +98,16 @@ def part_note(sub: Submission) -> str:
 def part_claims(sub: Submission) -> str:
     """What was measured on this branch: its commits' own tests, without and
     with their fixes; never the whole series' run."""
+    series = (
+        ""
+        if _on_its_own(sub)
+        else " The series' stream replay and test run measured another tree "
+        "(all its commits together) and are not quoted."
+    )
     lines = [
         "- Measured on this branch alone: each commit's own tests, without and "
-        "with its fix (Validation). The series' stream replay and test run "
-        "measured another tree (all its commits together) and are not quoted."
+        "with its fix, and vLLM's tests in the files its commits change "
+        f"(Validation).{series}"
     ]
     if sub.evidence is None:
         lines.append(
@@ -100,4 +116,9 @@ def part_claims(sub: Submission) -> str:
         )
     else:
         lines += [f"- {item.subject}: {item.finding()}." for item in sub.evidence]
+    if sub.validation is not None:
+        lines.append(
+            "- The Validation command on this branch: "
+            f"{sub.validation.summary or 'pytest printed no summary'}."
+        )
     return "\n".join(lines)

@@ -10,17 +10,26 @@ warns when the check is older than STALE_AFTER_DAYS. How the series stands
 to a pull request can depend on what the export holds: ``when_fixed`` says
 it for an export that fixes that class of defect (docs/contract.md), and a
 `Fixes #N` line of a patch says it for that patch.
+
+Each change of the series has a standing of its own (`STANDINGS`, by its
+patch's file name, the same in every release's backport): no open pull
+request does it, it duplicates an open one, or it competes with one. The
+export makes a pull request only of changes with no open one, and a
+comment for the open pull request of any other, with that pull request's
+design as `patches/alternatives/` re-implements it.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
+
+from harness.errors import ExportError
 
 ISSUE = 58119
 CHECKED_ON = date(2026, 12, 1)
 STALE_AFTER_DAYS = 14
 REPOSITORY = "vllm-project/vllm"
-# The open pull request for the same issue: the one the comment on the issue
-# asks a maintainer to choose against.
+# The open pull request for the same issue, which the partial-entry changes
+# duplicate: their measurements go to it as a comment.
 ALTERNATIVE = 58121
 # AGENTS.md's duplicate-work checks, as run for this series.
 CHECK_COMMANDS = (
@@ -56,7 +65,7 @@ RELATED_WORK = (
         "it; here the skipped boundaries are ordinary stores that consumers "
         "already read, and a router also sees boundaries the engine cannot "
         "serve. Both rewrite what `cache_partial_block()` emits, so one should "
-        "land; the comment on #58119 offers the measurements to this one",
+        "land; the export offers the measurements to this one as a comment",
     ),
     RelatedWork(
         44488,
@@ -124,3 +133,118 @@ def relation(work: RelatedWork, fixes: frozenset[str]) -> str:
 def related_work_age(today: date) -> int:
     """Days since the related work was last checked."""
     return (today - CHECKED_ON).days
+
+
+NO_OPEN_PR, DUPLICATES = "no open pull request", "duplicates"
+COMPETES = "competes with"
+
+
+@dataclass(frozen=True)
+class Standing:
+    """How one change stands upstream, as last checked: ``kind`` is one of
+    NO_OPEN_PR, DUPLICATES (an open pull request fixes the same defect) or
+    COMPETES (one changes the same events another way), ``pull`` that pull
+    request; ``design`` the file of patches/alternatives/ that
+    re-implements its design; for a change no issue reports, ``bug`` the
+    title of the issue it drafts and ``reports`` where the defect is
+    reported outside vLLM."""
+
+    kind: str
+    checked_on: date
+    source: str  # who decided it, and where
+    why: str  # a sentence
+    pull: int | None = None
+    design: str | None = None
+    bug: str | None = None
+    reports: tuple[str, ...] = field(default_factory=tuple)
+    # What the submitter searches open pull requests for before opening one.
+    search: str | None = None
+
+    @property
+    def pull_request(self) -> bool:
+        """Whether the change is to be its own pull request."""
+        return self.kind == NO_OPEN_PR
+
+    def said(self) -> str:
+        """``duplicates #58121``, ``no open pull request``."""
+        return self.kind if self.pull is None else f"{self.kind} #{self.pull}"
+
+
+_REVIEW = "the maintainer's review of the exported pull requests (issue 48)"
+_REVIEWED_ON = date(2026, 12, 5)
+_PARTIAL_ENTRY = (
+    "both rewrite the partial entry's `BlockStored` in `cache_partial_block()`: "
+    "one of them should land"
+)
+STANDINGS = {
+    "0001-core-publish-prefix-cache-reset-events-at-once.patch": Standing(
+        NO_OPEN_PR,
+        _REVIEWED_ON,
+        _REVIEW,
+        "no open pull request publishes a prefix-cache reset's events when "
+        "the reset happens, and no issue reports it",
+        bug="A prefix-cache reset reaches KV-event consumers only with the "
+        "next step's output",
+        search="reset_prefix_cache kv events",
+        reports=("vllm-project/aibrix#2287, from a KV-aware router's side",),
+    ),
+    "0002-kv-events-store-partial-entry-from-its-cache-block-start.patch": Standing(
+        DUPLICATES,
+        _REVIEWED_ON,
+        _REVIEW,
+        _PARTIAL_ENTRY,
+        ALTERNATIVE,
+        "upstream-44488-58121.patch",
+    ),
+    "0003-kv-events-store-cached-blocks-in-runs-under-held-parents.patch": Standing(
+        COMPETES,
+        _REVIEWED_ON,
+        _REVIEW,
+        "both rewrite the stores `cache_full_blocks()` emits after null or "
+        "masked blocks (#44451): one of them should land",
+        44488,
+        "upstream-44488.patch",
+    ),
+    "0004-kv-events-report-partial-entry-ancestry.patch": Standing(
+        DUPLICATES,
+        _REVIEWED_ON,
+        _REVIEW,
+        _PARTIAL_ENTRY,
+        ALTERNATIVE,
+        "upstream-44488-58121.patch",
+    ),
+}
+
+
+def standing(patch: str) -> Standing | None:
+    """The recorded standing of the change in ``patch`` (a file name), or
+    None for a change the record does not hold."""
+    return STANDINGS.get(patch)
+
+
+def choose(series_file: str, entries, first: int, last: int) -> Standing | None:
+    """How patches ``first``-``last`` of a series file's ``entries`` stand
+    upstream: None where none has an open pull request (a pull request of
+    its own), else the standing they share (a comment for that pull
+    request); one line refusing a range whose patches stand differently."""
+    found = [
+        (number, entry.patch, standing(entry.patch))
+        for number, entry in enumerate(entries, 1)
+        if first <= number <= last
+    ]
+    standings = [item for _, _, item in found]
+    opened = {item.pull for item in standings if item and not item.pull_request}
+    if not opened:
+        return None
+    if len(opened) == 1 and all(item and not item.pull_request for item in standings):
+        return standings[0]
+    held = "; ".join(
+        f"{number} {patch}: {item.said() if item else 'not recorded'}"
+        for number, patch, item in found
+    )
+    raise ExportError(
+        f"--patches {first}-{last} of {series_file} holds changes that stand "
+        f"apart upstream (harness/submission/related_work.py): {held}; export "
+        "a pull request of those with no open one and a comment for each open "
+        "pull request apart (--patches N for each)"
+    )

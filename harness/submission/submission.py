@@ -27,9 +27,10 @@ from harness import cache, processes
 from harness.errors import ExportError, UnreadableInput
 from harness.series.judged import code_digest, not_of_tree
 from harness.series.model import Series
+from harness.submission.base import Base
 from harness.submission.call_cost import CallCost
-from harness.submission.evidence import PatchEvidence, PatchTests
-from harness.submission.related_work import ISSUE
+from harness.submission.evidence import PatchEvidence, PatchTests, TestRun
+from harness.submission.related_work import ISSUE, Standing
 from harness.submission.submitter import Identity
 from harness.submission.wire_header import WireFacts
 from harness.targets import SELECTIONS, Target
@@ -66,6 +67,27 @@ class Part:
 
 
 @dataclass(frozen=True)
+class Branch:
+    """What an export committed in its scratch repository: the pristine
+    tree (``base``, a scratch commit), then ``commits``, its own, on top of
+    ``start`` (``base``, or the patches before a stacked part); ``named``
+    is the release the texts name as the base."""
+
+    target: Target
+    tier: str
+    submitter: Identity
+    repo: Path
+    pristine: Path
+    base: str
+    start: str
+    commits: tuple[str, ...]
+    part: Part | None
+    named: Base
+    series: Series
+    patches: tuple[str, ...]  # the file names of the exported patches
+
+
+@dataclass(frozen=True)
 class Submission:
     target: Target
     tier: str
@@ -85,6 +107,22 @@ class Submission:
     # The Validation command's tests: those of the target's selection that
     # the exported branch holds, then the commits' own (None: the selection).
     validation_tests: tuple[str, ...] | None = None
+    # A part's Validation command, run on its branch at export.
+    validation: TestRun | None = None
+    named: Base | None = None  # the release the series is made against
+    standing: Standing | None = None  # how the change stands upstream
+
+    @property
+    def base_name(self) -> str:
+        """``v0.34.0 (62d4bc3c7)``: the release, as upstream names it."""
+        if self.named is not None:
+            return self.named.named()
+        return self.target.source.release_name()
+
+    @property
+    def needs_issue(self) -> bool:
+        """A pull request whose commits fix no issue: the export drafts one."""
+        return not self.fixed_by
 
     @property
     def fixes(self) -> frozenset[str]:
@@ -183,9 +221,11 @@ class Submission:
     @property
     def validated(self) -> bool:
         """A passing verdict of this series, and fail-before-fix evidence for
-        every patch; for a part, which no verdict measured, that evidence."""
+        every patch; for a part, which no verdict measured, that evidence and
+        its Validation command passing on its branch (where it ran)."""
         if self.part is not None:
-            return self.evidence_ok
+            ran = self.validation
+            return self.evidence_ok and (ran is None or ran.passed)
         return bool(
             self.verdict
             and self.verdict.get("passed")

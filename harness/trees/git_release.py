@@ -11,8 +11,9 @@ renamed into place whole, so DIR exists only once it is that checkout.
 The commit is made as export's scratch repository makes its base commit
 (harness.submission.commits): every file (``--force``, past the tree's own
 .gitignore), the same fixed identity, date and message, and none of the
-user's git configuration; so it is the same commit on every machine, and
-the ``base-commit:`` of export's mails names it. The tag is a lightweight
+user's git configuration; so it is the same commit on every machine (one
+that exists nowhere upstream: export's mails name the release and the
+commit id its sdist records instead, harness.submission.base). The tag is a lightweight
 one, which needs no identity. Files are copied writable by their owner: the
 copy is the user's to edit.
 """

@@ -64,9 +64,10 @@ def register(parser) -> None:
         "--no-fail-before-fix",
         dest="fail_before_fix",
         action="store_false",
-        help="skip running each patch's tests without and with its fix (pytest, "
-        "in an environment with vLLM's requirements); the PR body then says "
-        "they were not run",
+        help="skip running each patch's tests without and with its fix, the "
+        "Validation command and the measurements (pytest and the trees' "
+        "workloads, in an environment with vLLM's requirements); the texts "
+        "then say they were not run",
     )
     parser.set_defaults(run=run)
 
@@ -94,12 +95,12 @@ def run(args) -> int:
     from harness.errors import SubmitterError
     from harness.log import progress, warning
     from harness.processes import require_program
-    from harness.submission.discussion import ISSUE_COMMENT, RFC_ISSUE
+    from harness.routers import designs
+    from harness.submission.call_cost import Measurer
     from harness.submission.mail import export_series
-    from harness.submission.related_work import ISSUE
     from harness.submission.submitter import resolve_submitter
     from harness.targets import get_target
-    from harness.workloads import call_count, calls
+    from harness.workloads import call_cases, call_count
 
     if not args.reviewed:
         raise SubmitterError(
@@ -121,11 +122,44 @@ def run(args) -> int:
         args.fail_before_fix,
         args.patches,
         args.alone,
-        measure_calls=lambda tree, out: call_count.measure(tree, calls.EXPORTED, out),
+        measure_calls=Measurer(call_cases.cases_for, call_count.measure),
+        measure_designs=designs.at_export,
     )
     print(f"wrote {len(export.files)} files to {out}:")
     for path in export.files:
         print(f"  {path.name}")
+    if export.submission is None:
+        said_comment(export, out)
+    else:
+        said_pull_request(export, out)
+    for message in export.warnings:
+        warning(message)
+    sub = export.submission
+    if sub is None:
+        return 0
+    validation = sub.validation
+    failed = sub.evidence is not None and not sub.evidence_ok
+    return 1 if failed or (validation is not None and not validation.passed) else 0
+
+
+def said_comment(export, out: Path) -> None:
+    """How to post a comment export: on the open pull request, no other."""
+    from harness.submission.comment import filename
+    from harness.submission.related_work import REPOSITORY
+
+    pull = export.standing.pull
+    print(
+        f"comment: post {filename(pull)} on {REPOSITORY}#{pull}; this change "
+        f"{export.standing.said()} upstream, so no pull request of it is made"
+    )
+    print(f"before posting it: {'; '.join(export.left_to_submitter)}")
+
+
+def said_pull_request(export, out: Path) -> None:
+    """How to open a pull-request export, and what comes first."""
+    from harness.submission.discussion import RFC_ISSUE
+    from harness.submission.pull_request import ISSUE_DRAFT
+
     title, body = export.submission.title, out / "pr-body.md"
     print(
         f"pull request: gh pr create --repo vllm-project/vllm --title "
@@ -135,13 +169,12 @@ def run(args) -> int:
         "mails: git am --keep-non-patch (skip 0000-cover-letter.patch), or "
         "git send-email"
     )
-    if export.submission.about_issue:
+    if export.issue_draft:
         print(
-            f"first: post {ISSUE_COMMENT} on vllm-project/vllm#{ISSUE} and wait "
-            f"for a maintainer's answer before opening the pull request"
-            + (f"; then open the RFC issue from {RFC_ISSUE}" if export.rfc else "")
+            f"first: open the issue from {ISSUE_DRAFT} and put its number in "
+            "pr-body.md's `Fixes #____`"
         )
-    elif export.rfc:
+    if export.rfc:
         print(f"first: open the RFC issue from {RFC_ISSUE} and wait for its feedback")
     checks = (
         "re-run the duplicate-work checks pr-body.md lists, and "
@@ -152,7 +185,3 @@ def run(args) -> int:
         f"before opening it: {checks}fill in what is left to you: "
         + "; ".join(export.left_to_submitter)
     )
-    for message in export.warnings:
-        warning(message)
-    evidence = export.submission.evidence
-    return 1 if evidence is not None and not export.submission.evidence_ok else 0

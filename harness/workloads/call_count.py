@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.workloads.calls import WORKLOAD, Steps, Unsupported, build, title
+from harness.workloads.call_cases import build, note, title
+from harness.workloads.calls import WORKLOAD, Unsupported
 
 BLOCK_POOL = Path("vllm/v1/core/block_pool.py")
 
@@ -53,7 +54,8 @@ def count(fresh, call, lines: bool = True) -> dict[str, list[int] | None]:
     """Lines, events and bytes of ``call`` in two fresh set-ups, after a
     warm-up call (one-time imports and caches are not counted); the two
     counts show the figure repeats. The events are taken from the set-up's
-    first object: per step where it keeps them so (`Steps`), else as one
+    first object: per step or as published where it keeps them so
+    (``take_batches``: calls.Steps, scheduler_calls.Published), else as one
     batch. ``lines`` False: not counted (None)."""
     call(*fresh())
     counts, emitted, sizes = [], [], []
@@ -66,7 +68,7 @@ def count(fresh, call, lines: bool = True) -> dict[str, list[int] | None]:
         source = args[0]
         batches = (
             source.take_batches()
-            if isinstance(source, Steps)
+            if hasattr(source, "take_batches")
             else [source.take_events()]
         )
         emitted.append(sum(map(len, batches)))
@@ -115,7 +117,7 @@ def main(argv: list[str]) -> int:
     for case in cases:
         try:
             counted = count(*build(case), lines=not case.startswith(WORKLOAD))
-            figures[case] = {"title": title(case), **counted}
+            figures[case] = {"title": title(case), "note": note(case), **counted}
         except Unsupported:
             figures[case] = None
     out.write_text(json.dumps(figures), encoding="utf-8")

@@ -61,8 +61,8 @@ WORKLOAD_LAYOUTS = {
     "manager-mamba": "full attention and Mamba (align mode), block 64",
     "manager-swa": "full attention (block 256) and a sliding window (block 64)",
 }
-# What the export quotes: the largest ratio and registration, the sibling
-# tails, the decode with and without a Mamba state before it, events off.
+# What the conformance suite counts on both trees (the export quotes the
+# cases of the calls a change alters: harness.workloads.call_cases).
 EXPORTED = (
     "partial x16",
     "partial x128",

@@ -13,6 +13,7 @@ from support.export import (
 from support.trees import diff, write_tree
 
 from harness.errors import MissingDependency
+from harness.submission import evidence
 from harness.submission.evidence import patch_tests
 from harness.submission.gitrepo import git
 
@@ -241,3 +242,76 @@ def test_an_import_error_is_never_written_as_evidence(
     err = capsys.readouterr().err
     assert "pytest could not import tblib_is_not_installed" in err.splitlines()[-1]
     assert not (tmp_path / "out").exists()
+
+
+LONG_REASON = (
+    "the reset was not published: a subscriber waited five seconds for the "
+    "AllBlocksCleared that a router needs before it routes the next request"
+)
+LOGGING_TEST = (
+    "import logging\n\nfrom vllm.pool import capacity\n\n\n"
+    "def test_capacity_is_reported():\n"
+    "    for _ in range(3):\n"
+    '        logging.getLogger("vllm.hub").error("ERROR vllm offline: no config")\n'
+    f"    assert capacity() > 4, {LONG_REASON!r}\n"
+)
+
+
+def test_only_pytests_own_outcomes_count_and_a_reason_is_quoted_whole(
+    tmp_path, monkeypatch, cache
+):
+    """A test's captured log lines that start with ERROR (vLLM's logger, as
+    HF_HUB_OFFLINE makes it say) are no failures: the count is pytest's own,
+    and the failure's reason is quoted whole, not cut at the terminal."""
+    patches = {
+        "0001-report-the-parent.patch": mail(
+            PLACEHOLDER,
+            "[Bugfix] Report the capacity",
+            "Grow the pool.",
+            diff(
+                "vllm/pool.py",
+                "def capacity():\n    return 4\n",
+                "def capacity():\n    return 5\n",
+            )
+            + diff("tests/test_logs.py", None, LOGGING_TEST),
+        )
+    }
+    make_target(tmp_path, monkeypatch, patches, series="0001-report-the-parent.patch\n")
+    write_verdict()
+    assert export(tmp_path / "out", evidence=True) == 0
+    block = evidence_block((tmp_path / "out" / "pr-body.md").read_text(), 1)
+    assert "Report the capacity: 1 failing without the fix, all passing" in block
+    assert (
+        "FAILED tests/test_logs.py::test_capacity_is_reported - AssertionError: "
+        f"{LONG_REASON}\n"
+    ) in block
+    assert "1 failed in " in block
+    assert "ERROR vllm" not in block and "vllm.hub" not in block
+
+
+def test_outcome_lines_are_read_in_the_short_summary_only():
+    output = "\n".join(
+        [
+            "tests/test_x.py F",
+            "=" * 10 + " FAILURES " + "=" * 10,
+            "ERROR    vllm.config:config.py:1 not a failure",
+            "ERROR vllm something else",
+            "=" * 10 + " short test summary info " + "=" * 10,
+            "PASSED tests/test_x.py::test_a",
+            "FAILED tests/test_x.py::test_b - assert 1 == 2",
+            "ERROR tests/test_y.py - ModuleNotFoundError: No module named 'z'",
+            "=" * 10 + " 1 failed, 1 passed, 1 error in 0.10s " + "=" * 10,
+            "ERROR late line",
+        ]
+    )
+    lines = evidence.outcome_lines(output)
+    assert lines == [
+        "PASSED tests/test_x.py::test_a",
+        "FAILED tests/test_x.py::test_b - assert 1 == 2",
+        "ERROR tests/test_y.py - ModuleNotFoundError: No module named 'z'",
+    ]
+    run = evidence.TestRun((), (*lines, "1 failed, 1 passed, 1 error in 0.10s"), 1)
+    assert run.counts == {"failed": 1, "passed": 1, "error": 1}
+    assert run.failing == 2 and run.failed
+    unfinished = evidence.TestRun((), tuple(lines), 1)
+    assert unfinished.failing == 0 and not unfinished.failed

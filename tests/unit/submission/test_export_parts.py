@@ -6,6 +6,7 @@ tree."""
 import pytest
 from support.export import (
     PATCHES,
+    PLACEHOLDER,
     SELECTION,
     STRICT,
     branch_from_mails,
@@ -15,6 +16,12 @@ from support.export import (
     run_validation,
     validation_command,
     write_verdict,
+)
+from support.export import (
+    POOL as POOL_SOURCE,
+)
+from support.export import (
+    TEST_POOL as TEST_POOL_SOURCE,
 )
 from support.trees import diff
 from support.trees import make_target as tiny_target
@@ -95,9 +102,12 @@ def test_a_part_quotes_no_run_of_the_whole_tier(tmp_path, target):
     assert "The run below took that selection" not in body
     assert (
         "- Measured on this branch alone: each commit's own tests, without and "
-        "with its fix (Validation). The series' stream replay and test run "
-        "measured another tree (all its commits together) and are not quoted."
+        "with its fix, and vLLM's tests in the files its commits change "
+        "(Validation). The series' stream replay and test run measured another "
+        "tree (all its commits together) and are not quoted."
     ) in body
+    assert "- The Validation command on this branch: 2 passed in " in body
+    assert "**The Validation command on this branch** (run at export, CPU): " in body
     assert (
         "- [Bugfix][KV Events] Report the parent: 2 failing without the fix, "
         "all passing with it."
@@ -108,7 +118,7 @@ def test_a_part_quotes_no_run_of_the_whole_tier(tmp_path, target):
     assert "- [ ] **Testing and Validation:**" in read(tmp_path / "unrun")
 
 
-def test_a_patch_that_names_no_issue_has_no_fixes_and_no_issue_comment(
+def test_a_patch_that_names_no_issue_comes_with_the_issue_it_fixes_drafted(
     tmp_path, monkeypatch, cache, capsys
 ):
     patches = dict(PATCHES)
@@ -117,14 +127,37 @@ def test_a_patch_that_names_no_issue_has_no_fixes_and_no_issue_comment(
     )
     make_target(tmp_path, monkeypatch, patches=patches)
     out = tmp_path / "out"
-    assert export(out, "--tier", "strict", "--patches", "3") == 0
+    assert export(out, "--tier", "strict", "--patches", "3", evidence=True) == 0
     assert not (out / "issue-comment.md").exists()
     body = read(out)
-    assert "Fixes #" not in body
+    assert body.split("## Overview\n\n", 1)[1].startswith("Fixes #____. ")
     assert "#58121" not in body  # the other fix of #58119 is not this one's
     said = capsys.readouterr().out
-    assert "first: post issue-comment.md" not in said
+    assert (
+        "first: open the issue from issue-draft.md and put its number in "
+        "pr-body.md's `Fixes #____`"
+    ) in said
+    assert "the issue: open it from issue-draft.md" in said
     assert "the duplicate-work check of this change's own subject" in said
+    draft = read(out, "issue-draft.md")
+    # the sections of vLLM's bug-report form (built in: the tree has none)
+    headings = [line for line in draft.splitlines() if line.startswith("#")]
+    assert headings == [
+        "# [Bug]: Drop the old module",
+        "## Your current environment",
+        "## 🐛 Describe the bug",
+    ]
+    assert "Reproduced on vLLM pristine, vLLM pristine as released, on CPU" in draft
+    assert "Optional: only in the strict tier." in draft  # the commit's words
+    assert "FAILED tests/test_old.py::test_old_module_is_gone - AssertionError" in (
+        draft
+    )
+    assert "1 failed in " in draft
+    assert "I, Jane Doe, reviewed it" in draft
+    # a patch that fixes a reported issue drafts none
+    fixes = tmp_path / "fixes"
+    assert export(fixes, "--tier", "strict", "--patches", "1") == 0
+    assert not (fixes / "issue-draft.md").exists()
 
 
 NEEDS_FIRST = mail(
@@ -208,3 +241,37 @@ def test_a_parts_rfc_draft_is_written_from_its_own_commits(tmp_path):
     assert motivation.strip() == "Why it is done."
     assert pr_prose.ROOT_CAUSE not in rfc
     assert "**Design.**" not in rfc
+
+
+def test_a_part_whose_validation_fails_on_its_branch_is_warned_and_unticked(
+    tmp_path, monkeypatch, cache, capsys
+):
+    """Its own test fails without the fix and passes with it, but the
+    selection's test in the file it changes fails on its branch."""
+    grown = POOL_SOURCE.replace("4", "5")
+    added = TEST_POOL_SOURCE + (
+        "\n\ndef test_capacity_is_reported():\n    assert capacity() > 4\n"
+    )
+    patches = {
+        **PATCHES,
+        "0001-report-the-parent.patch": mail(
+            PLACEHOLDER,
+            "[Bugfix] Grow the pool",
+            "Grow it.",
+            diff("vllm/pool.py", POOL_SOURCE, grown)
+            + diff("tests/test_pool.py", TEST_POOL_SOURCE, added),
+        ),
+    }
+    make_target(tmp_path, monkeypatch, patches)
+    out = tmp_path / "out"
+    code = export(out, "--patches", "1", evidence=True)
+    assert code == 1
+    body = read(out)
+    assert "Grow the pool: 1 failing without the fix, all passing with it" in body
+    assert "- The Validation command on this branch: 1 failed, 1 passed in " in body
+    assert "FAILED tests/test_pool.py::test_capacity - assert 5 == 4" in body
+    assert "- [ ] **Testing and Validation:**" in body
+    assert (
+        "warning: the Validation command did not pass on the branch: 1 failed, "
+        "1 passed in "
+    ) in capsys.readouterr().err

@@ -165,15 +165,28 @@ def test_cover_letter_is_filled_with_title_series_and_verdict(
         assert f"## {heading}\n\n{section}" in letter
 
 
-def test_base_commit_is_the_same_on_every_export(tmp_path, monkeypatch, cache):
+VERSION_FILE = (
+    "__version__ = version = '0.99.1'\n"
+    "__version_tuple__ = version_tuple = (0, 99, 1)\n"
+    "__commit_id__ = commit_id = 'g1a2b3c4d5'\n"
+)
+
+
+def test_the_base_is_the_release_and_the_commit_its_version_file_records(
+    tmp_path, monkeypatch, cache
+):
+    """The scratch commit of the pristine tree exists nowhere upstream: the
+    mails and the body name the release and the commit id its sdist
+    records, and carry no `base-commit:` trailer for an abbreviated id."""
     make_target(tmp_path, monkeypatch)
-    bases = []
-    for out in ("one", "two"):
-        assert export(tmp_path / out) == 0
-        letter = (tmp_path / out / "0000-cover-letter.patch").read_text()
-        bases += [line for line in letter.splitlines() if line.startswith("base-")]
-    assert len(bases) == 2
-    assert bases[0] == bases[1]
+    write_tree(tmp_path / "pristine", {"vllm/_version.py": VERSION_FILE})
+    assert export(tmp_path / "out", "--tier", "strict", "--patches", "1") == 0
+    letter = (tmp_path / "out" / "0000-cover-letter.patch").read_text()
+    assert "base-commit:" not in letter
+    assert "to vLLM pristine (1a2b3c4d5), vLLM pristine as released" in letter
+    body = (tmp_path / "out" / "pr-body.md").read_text()
+    assert "Commits, against vLLM pristine (1a2b3c4d5):" in body
+    assert "CPU only, on this branch (vLLM pristine (1a2b3c4d5) and these" in body
 
 
 def test_missing_verdict_is_said_plainly_and_warned(
@@ -428,11 +441,11 @@ def test_a_part_of_the_series_goes_on_top_of_the_patches_before_it(
     assert "1. [Misc] Drop the old module\n" in body
     assert "Report the parent\n" not in body.split("Commits, against", 1)[1]
 
-    # The follow-up names the first part's patches as its prerequisites.
+    # The follow-up names the first part's patches as its prerequisites (no
+    # base-commit: the scratch commit exists nowhere upstream).
     letter = second[0].read_text()
     assert letter.count("prerequisite-patch-id: ") == 2
-    base = [line for line in letter.splitlines() if line.startswith("base-commit")]
-    assert base and base[0] in first[0].read_text()
+    assert "base-commit:" not in letter + first[0].read_text()
 
     # Both parts, applied in order, give the strict tree.
     checkout = tmp_path / "checkout"
@@ -473,28 +486,6 @@ def test_a_range_outside_the_series_is_refused_before_any_work(
     assert not (tmp_path / "out").exists()
 
 
-def test_the_comment_for_the_issue_comes_before_any_pr(
-    tmp_path, monkeypatch, cache, capsys
-):
-    make_target(tmp_path, monkeypatch)
-    assert export(tmp_path / "out", "--tier", "strict") == 0
-    said = "first: post issue-comment.md on vllm-project/vllm#58119 and wait for "
-    said += "a maintainer's answer before opening the pull request"
-    assert said in capsys.readouterr().out.splitlines()
-    comment = (tmp_path / "out" / "issue-comment.md").read_text()
-    assert comment.startswith("#58121 is open for this defect.")
-    assert "offer the measurements and tests to #58121 and #44488" in comment
-    assert "#58121 (stacked on #44488)" in comment
-    assert (
-        "and main, it is 3 commit(s):\n\n1. [Bugfix][KV Events] Report the" in comment
-    )
-    # Every count computed: the tiny series' lines per commit, by numstat.
-    assert "1. [Bugfix][KV Events] Report the parent (2 changed lines" in comment
-    assert "3. [Misc] Drop the old module (1 changed lines" in comment
-    assert "I, Jane Doe, reviewed it" in comment
-    assert not (tmp_path / "out" / "rfc-issue.md").exists()
-
-
 RFC_FORM = """\
 body:
 - type: textarea
@@ -519,7 +510,7 @@ def test_an_rfc_draft_comes_with_an_export_over_the_limit(
     monkeypatch.setattr(pr_body, "RFC_LINE_LIMIT", 3)
     assert export(tmp_path / "out", "--tier", "strict") == 0
     captured = capsys.readouterr()
-    assert "then open the RFC issue from rfc-issue.md" in captured.out
+    assert "first: open the RFC issue from rfc-issue.md" in captured.out
     assert "post rfc-issue.md first, then link it in pr-body.md" in captured.err
     rfc = (tmp_path / "out" / "rfc-issue.md").read_text()
     assert rfc.startswith("# [RFC]: Make the KV-cache event stream reconstructable")
@@ -531,7 +522,7 @@ def test_an_rfc_draft_comes_with_an_export_over_the_limit(
         assert "6 changed lines outside `tests/`" in rfc
     body = (tmp_path / "out" / "pr-body.md").read_text()
     assert "over the 3 lines above which vLLM asks for an RFC issue first" in body
-    assert "RFC" in (tmp_path / "out" / "issue-comment.md").read_text()
+    assert not (tmp_path / "out" / "issue-comment.md").exists()
 
 
 def comparison_results(revision):
@@ -560,7 +551,7 @@ def test_the_comparison_is_quoted_only_where_it_measured_this_tree(
     results = tmp_path / "benchmarks" / "results" / "upstream-designs.json"
     results.parent.mkdir(parents=True)
     results.write_text(json.dumps(comparison_results(revision)))
-    texts = ("pr-body.md", "issue-comment.md", "0000-cover-letter.patch")
+    texts = ("pr-body.md", "0000-cover-letter.patch")
 
     def quoted(out, *options):
         assert export(tmp_path / out, *options) == 0

@@ -475,32 +475,15 @@ def test_upstreams_figures_are_read_only_for_their_target(tmp_path):
     assert upstream_designs.load("t", tmp_path) is None
 
 
-def test_the_comment_and_the_rfc_quote_the_same_measurements(tmp_path):
+def test_the_rfc_quotes_the_measurements(tmp_path):
     sub = full_submission(tmp_path)
-    comment = discussion.issue_comment(sub)
+    rfc = discussion.rfc_issue(sub, discussion.RFC_SECTIONS)
     assert (
         "| reported boundaries (this change) | 14 (+40.0 %) | 1400 (+40.0 %) | 100 "
         "| 0 | 0 / 0 |"
-    ) in comment
-    assert "| #44488 + #58121 | 10 (+0.0 %) | 1000 (+0.0 %) | 100 | 3 | 1 / 1 |" in (
-        comment
-    )
-    assert "what the alternative keeps by adding none" in comment
-    assert "1. [Bugfix] Fix it (282 changed lines outside `tests/`)" in comment
-    rfc = discussion.rfc_issue(sub, discussion.RFC_SECTIONS)
+    ) in rfc
+    assert "| #44488 + #58121 | 10 (+0.0 %) | 1000 (+0.0 %) | 100 | 3 | 1 / 1 |" in rfc
+    assert "1. [Bugfix] Fix it (282 changed lines outside `tests/`)" in rfc
     assert "This change makes every parent the stream names one it holds" in rfc
     assert "This PR" not in rfc
     assert "282 changed lines outside `tests/` (`git diff --numstat`)" in rfc
-
-
-@pytest.mark.parametrize("stream", ["ancestry", "holdings"])
-def test_the_comment_says_what_this_change_emits_for_the_tiers_stream(tmp_path, stream):
-    sub = full_submission(tmp_path)
-    sub = replace(sub, target=replace(sub.target, streams={"default": stream}))
-    comment = discussion.issue_comment(sub)
-    holdings = stream == "holdings"
-    assert ("spans from its cache block's start" in comment) is holdings
-    assert ("removes the boundaries right after it" in comment) is not holdings
-    assert (
-        "entries stored from their block start (this change)" in comment
-    ) is holdings
