@@ -20,6 +20,7 @@ from harness.log import progress, warning
 from harness.reading import Refused, read_bounded
 from harness.series.snapshot import ORIGINAL
 from harness.targets import GitSource, SdistSource, Target
+from harness.trees.git_release import REPOSITORY_VARIABLES
 
 _VERSION_ASSIGNMENT = re.compile(
     r"^__version__\s*=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", re.MULTILINE
@@ -99,18 +100,6 @@ def _check_release(target: Target, source: SdistSource, checkout: Path) -> None:
             f"of {version} if there is one (python -m harness targets)"
         )
     progress(f"{checkout} is vLLM {version} ({how})")
-
-
-# Where git would look for a repository other than the checkout --onto names.
-REPOSITORY_VARIABLES = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-)
 
 
 def git_run(checkout: Path, *args: str):

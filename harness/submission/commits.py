@@ -18,9 +18,10 @@ from harness.log import progress
 from harness.series.model import Series
 from harness.submission.base import Base
 from harness.submission.evidence import patch_tests, test_functions
-from harness.submission.gitrepo import BASE_COMMIT_DATE, BRANCH, git, message
+from harness.submission.gitrepo import BRANCH, git, message
 from harness.submission.submitter import Identity, parse_identity, signed_message
 from harness.targets import Target
+from harness.trees.git_release import COMMIT_DATE, commit_message
 
 SIGNED_OFF_LINE = re.compile(r"^Signed-off-by: .+ <[^>]+@[^>]+>\s*$", re.MULTILINE)
 
@@ -39,14 +40,18 @@ def commit_pristine(target: Target, pristine: Path, repo: Path) -> str:
     # --force: the tree's own .gitignore must not keep files out of the base.
     git(repo, "add", "--all", "--force", ".")
     fixed_date = {
-        "GIT_AUTHOR_DATE": BASE_COMMIT_DATE,
-        "GIT_COMMITTER_DATE": BASE_COMMIT_DATE,
+        "GIT_AUTHOR_DATE": COMMIT_DATE,
+        "GIT_COMMITTER_DATE": COMMIT_DATE,
     }
-    text = (
-        f"{target.source.release_name()} pristine\n\n"
-        f"Unpacked from {target.source.describe()}.\n"
+    git(
+        repo,
+        "commit",
+        "--quiet",
+        "--no-verify",
+        "-m",
+        commit_message(target),
+        env=fixed_date,
     )
-    git(repo, "commit", "--quiet", "--no-verify", "-m", text, env=fixed_date)
     return git(repo, "rev-parse", "HEAD").strip()
 
 

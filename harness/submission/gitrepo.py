@@ -14,9 +14,9 @@ from harness.errors import ExportError, excerpt
 
 # The identity and date of the scratch commits (the committer of every patch
 # commit too), so that the pristine base commit, and with it the patches'
-# commits, is the same wherever it is made.
-EXPORT_IDENTITY = ("vllm-kv-series export", "export@localhost")
-BASE_COMMIT_DATE = "2000-01-01T00:00:00+0000"
+# commits, is the same wherever it is made: `fetch --git`'s.
+from harness.trees.git_release import IDENTITY as EXPORT_IDENTITY
+
 # The branch the patches are committed on; the fail-before-fix commands name
 # the commits relative to it, as CONTRIBUTING.md's `git checkout -b` does.
 BRANCH = "kv-events"

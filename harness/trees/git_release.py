@@ -32,7 +32,8 @@ from harness.targets import SdistSource, Target
 IDENTITY = ("vllm-kv-series export", "export@localhost")
 COMMIT_DATE = "2000-01-01T00:00:00+0000"
 BRANCH = "main"
-# Variables that would point git at another repository than DIR.
+# Variables that would point git at another repository than DIR (also what
+# `apply --onto` leaves out of the environment of git in a checkout).
 REPOSITORY_VARIABLES = (
     "GIT_DIR",
     "GIT_WORK_TREE",
