@@ -1,4 +1,4 @@
-"""A hash-set router written from docs/router-protocol.md alone (pyzmq, msgpack)."""
+"""A hash-set router written against docs/router-protocol.md (pyzmq, msgpack)."""
 
 import json
 import sys
