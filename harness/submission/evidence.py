@@ -10,7 +10,8 @@ patch. The commands are recorded as a reviewer would type them on the pull
 request's branch, with pytest's own outcome lines as their output: the
 lines of its short test summary (`-rA`), each failure's reason whole (the
 run's terminal is wide enough that pytest trims none), and its closing
-summary line, whose counts are the only ones a text quotes. Nothing else
+summary line, whose counts are the only ones a text quotes (where that
+line is lost, its FAILED and ERROR lines are counted). Nothing else
 pytest prints is read as an outcome: a test's captured log (``ERROR
 vllm...``) is no failure.
 
@@ -97,7 +98,12 @@ class TestRun:
 
     @property
     def failing(self) -> int:
-        """The tests that failed or errored, as pytest counts them."""
+        """The tests that failed or errored, as pytest counts them: its
+        closing line's counts, or where that line was lost (pytest ends a
+        run whose test module cannot be imported with a usage error on
+        stderr, next to that line), its own FAILED and ERROR lines."""
+        if not self.summary:
+            return sum(line.startswith(("FAILED ", "ERROR ")) for line in self.lines)
         counts = self.counts
         return counts.get("failed", 0) + counts.get("error", 0)
 
@@ -277,8 +283,14 @@ def _pytest(
         command,
         cwd=repo,
         env=triton_gate.with_plugin(
+            # Unbuffered: pytest's stdout and stderr reach the one pipe in
+            # the order it writes them, its closing line whole.
             tree_env(
-                repo, with_harness=False, COLUMNS=COLUMNS, PYTHONDONTWRITEBYTECODE="1"
+                repo,
+                with_harness=False,
+                COLUMNS=COLUMNS,
+                PYTHONDONTWRITEBYTECODE="1",
+                PYTHONUNBUFFERED="1",
             ),
             gate,
         ),
