@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,17 @@ def cache(tmp_path, monkeypatch) -> Path:
     """An empty harness cache used by everything the test calls."""
     path = tmp_path / "cache"
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(path))
+    return path
+
+
+@pytest.fixture
+def temporary(tmp_path, monkeypatch) -> Path:
+    """The temporary directory (TMPDIR, and tempfile's cached one) inside the
+    test's own, so that what a verb leaves there is the test's to see."""
+    path = tmp_path / "tmp"
+    path.mkdir()
+    monkeypatch.setenv("TMPDIR", str(path))
+    monkeypatch.setattr(tempfile, "tempdir", str(path))
     return path
 
 

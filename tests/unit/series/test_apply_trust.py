@@ -119,16 +119,6 @@ HOSTILE = {
 }
 
 
-@pytest.fixture
-def temporary(tmp_path, monkeypatch):
-    """TMPDIR inside the test's directory, so that its digest covers it."""
-    path = tmp_path / "tmp"
-    path.mkdir()
-    monkeypatch.setenv("TMPDIR", str(path))
-    monkeypatch.setattr(tempfile, "tempdir", str(path))
-    return path
-
-
 def commit(fork, path: str) -> None:
     git("add", path, cwd=fork)
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", path, cwd=fork)

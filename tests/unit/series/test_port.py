@@ -4,7 +4,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 
 import pytest
 from support.port import (
@@ -32,16 +31,6 @@ from harness.errors import OutputError, PortConflict, SeriesError
 from harness.series.patch_form import check_patch
 from harness.series.port import HOW
 from harness.series.port_diff import mail_header
-
-
-@pytest.fixture
-def temporary(tmp_path, monkeypatch):
-    """The temporary directory, inside the test's own."""
-    path = tmp_path / "tmp"
-    path.mkdir()
-    monkeypatch.setenv("TMPDIR", str(path))
-    monkeypatch.setattr(tempfile, "tempdir", str(path))
-    return path
 
 
 def applied(tree, out, scratch) -> dict[str, str]:

@@ -2,7 +2,6 @@
 
 import os
 import sys
-import tempfile
 
 import pytest
 from support.trees import (
@@ -22,15 +21,6 @@ from harness.trees.releases import final_key, newest_pinned
 
 # What setup.py would do if anything in the sdist ran.
 SETUP = "from pathlib import Path\nPath({mark!r}).write_text('setup.py ran')\n"
-
-
-@pytest.fixture
-def temporary(tmp_path, monkeypatch):
-    path = tmp_path / "tmp"
-    path.mkdir()
-    monkeypatch.setenv("TMPDIR", str(path))
-    monkeypatch.setattr(tempfile, "tempdir", str(path))
-    return path
 
 
 def local_index(tmp_path, monkeypatch, versions) -> dict:
