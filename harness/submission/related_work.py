@@ -196,7 +196,7 @@ STANDINGS = {
         ALTERNATIVE,
         "upstream-44488-58121.patch",
     ),
-    "0003-kv-events-store-cached-blocks-in-runs-under-held-parents.patch": Standing(
+    "0003-kv-events-store-block-after-skipped-blocks-with-its-span.patch": Standing(
         COMPETES,
         _REVIEWED_ON,
         _REVIEW,

@@ -299,7 +299,7 @@ def test_the_series_record_makes_only_0001_a_pull_request():
             58121,
             "upstream-44488-58121.patch",
         ),
-        "0003-kv-events-store-cached-blocks-in-runs-under-held-parents.patch": (
+        "0003-kv-events-store-block-after-skipped-blocks-with-its-span.patch": (
             False,
             44488,
             "upstream-44488.patch",
