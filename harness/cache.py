@@ -35,6 +35,7 @@ which the holder writes into the lock file).
 import fcntl
 import hashlib
 import os
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -250,6 +251,21 @@ def matches_pin(path: Path, sha256: str) -> bool:
         f"{sha256}; moved it to {moved}"
     )
     return False
+
+
+def copy_tree(tree: Path, dest: Path) -> None:
+    """A copy of a cached tree at dest (new): symlinks kept as links, without
+    git's metadata or the bytecode a Python that ran in the tree left there
+    (no file of the release; tree_env sends new bytecode elsewhere)."""
+    shutil.copytree(
+        tree, dest, symlinks=True, ignore=shutil.ignore_patterns(".git", "__pycache__")
+    )
+
+
+def pycache() -> Path:
+    """Where Python writes the bytecode of the trees it runs
+    (PYTHONPYCACHEPREFIX), so that no run writes into a cached tree."""
+    return root() / "pycache"
 
 
 def sdists() -> Path:

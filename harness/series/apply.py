@@ -197,7 +197,7 @@ def _build_patched_tree(target: Target, tier: str, dest: Path) -> Path:
         ):
             tree = work / "tree"
             progress(f"copying the pristine tree of {target.name} ({pristine})")
-            shutil.copytree(pristine, tree, symlinks=True)
+            cache.copy_tree(pristine, tree)
             check_creations(series, read_states(tree, series.touched_paths()))
             apply_series(tree, series, applier)
             _move_into_place(tree, dest)

@@ -17,11 +17,10 @@ no body.
 
 import os
 import shlex
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import processes
+from harness import cache, processes
 from harness.errors import ExportError, OutputError
 from harness.log import progress
 from harness.submission import call_cost, comment
@@ -108,9 +107,7 @@ def design_tree(branch: Branch, standing: Standing) -> Path:
     tree = branch.repo.parent / "design"
     progress(f"applying {patch.name} to a copy of the pristine tree")
     try:
-        shutil.copytree(
-            branch.pristine, tree, symlinks=True, ignore=shutil.ignore_patterns(".git")
-        )
+        cache.copy_tree(branch.pristine, tree)
     except OSError as exc:
         raise OutputError(f"cannot copy the pristine tree to {tree}: {exc}") from None
     applied = processes.run(

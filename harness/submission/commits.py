@@ -10,9 +10,9 @@ scratch commit, which exists nowhere upstream.
 
 import ast
 import re
-import shutil
 from pathlib import Path
 
+from harness import cache
 from harness.errors import ExportError, OutputError
 from harness.log import progress
 from harness.series.model import Series
@@ -30,9 +30,7 @@ def commit_pristine(target: Target, pristine: Path, repo: Path) -> str:
     """Copy the pristine tree into repo and commit it; return the commit id."""
     progress(f"copying the pristine tree of {target.name} ({pristine})")
     try:
-        shutil.copytree(
-            pristine, repo, symlinks=True, ignore=shutil.ignore_patterns(".git")
-        )
+        cache.copy_tree(pristine, repo)
     except OSError as exc:  # shutil.Error too: a disk that fills up, say
         raise OutputError(f"cannot copy the pristine tree to {repo}: {exc}") from None
     progress(f"committing it in a scratch repository ({repo.parent})")

@@ -13,6 +13,8 @@ tokenizer, so that a scheduler test runs offline as it does upstream.
 import os
 from pathlib import Path
 
+from harness import cache
+from harness.errors import CacheError
 from harness.trees.cpu_platform import CPU_PLATFORM_VARIABLE
 
 # The environment of every upstream test run, pristine and patched alike; it
@@ -67,7 +69,22 @@ def tree_env(tree: Path | None, with_harness: bool = True, **extra: str) -> dict
     )
     if tree is not None and not selects_cpu_from_env(tree):
         env = {**env, CPU_PLATFORM_VARIABLE: "1"}
+    if tree is not None:
+        env = {**_bytecode_elsewhere(), **env}
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **env, **extra}
+
+
+def _bytecode_elsewhere() -> dict:
+    """The tree's bytecode in the harness cache's own folder for it, never
+    in the tree (a cached tree is copied into forks and scratch repositories
+    as released); none written where the cache cannot be named. A user's own
+    PYTHONPYCACHEPREFIX is kept."""
+    if "PYTHONPYCACHEPREFIX" in os.environ:
+        return {}
+    try:
+        return {"PYTHONPYCACHEPREFIX": str(cache.pycache())}
+    except CacheError:
+        return {"PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def selects_cpu_from_env(tree: Path) -> bool:

@@ -81,9 +81,7 @@ def release_checkout(target: Target, pristine: Path, dest: Path) -> str:
         tree = building / dest.name
         progress(f"copying the pristine tree of {target.name} ({pristine})")
         try:
-            shutil.copytree(
-                pristine, tree, symlinks=True, ignore=shutil.ignore_patterns(".git")
-            )
+            cache.copy_tree(pristine, tree)
             _owner_writable(tree)
         except OSError as exc:  # shutil.Error too: a disk that fills up, say
             raise OutputError(

@@ -2,6 +2,8 @@
 the way the tree's own release chooses it, or by the harness's plugin."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,20 @@ def test_a_tree_runs_offline_with_the_hub_standin_of_the_scheduler_tests_model(
     assert json.loads((snapshot / "config.json").read_text())["model_type"] == "opt"
     assert HUB_MODELS == ("facebook/opt-125m",)
     assert "HF_HUB_CACHE" not in tree_env(None)
+
+
+def test_python_in_a_tree_writes_no_bytecode_into_it(tmp_path, monkeypatch, cache):
+    """A cached tree is copied into forks as released: the bytecode of a run
+    inside it goes to the harness cache's own folder."""
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    root = tree(tmp_path / "tree", FROM_028)
+    (root / "vllm" / "__init__.py").write_text("")
+    (root / "vllm" / "platforms" / "__init__.py").write_text("X = 1\n")
+    subprocess.run(
+        [sys.executable, "-c", "import vllm.platforms"],
+        env=tree_env(root, with_harness=False),
+        check=True,
+    )
+    assert not any(root.rglob("*.pyc"))
+    assert any((cache / "pycache").rglob("*.pyc"))

@@ -58,6 +58,25 @@ def test_its_commit_is_the_base_commit_of_exports_mails(release, tmp_path, capsy
     assert git(dest, "rev-parse", "HEAD") == base
 
 
+def test_bytecode_left_in_the_cached_tree_is_no_file_of_the_release(
+    release, tmp_path, capsys
+):
+    """A Python that ran in the cached tree may have left bytecode there:
+    the checkout is the release's files alone, its commit the same."""
+    dest = tmp_path / "fork"
+    assert run_verb(capsys, "fetch", "--target", "t", "--git", str(dest))[0] == 0
+    tree = pristine_tree(get_target("t"))
+    module = next(path for path in tree.rglob("*.py"))
+    bytecode = module.parent / "__pycache__" / f"{module.stem}.cpython-311.pyc"
+    os.chmod(module.parent, 0o755)
+    bytecode.parent.mkdir()
+    bytecode.write_bytes(b"stale")
+    again = tmp_path / "fork-again"
+    assert run_verb(capsys, "fetch", "--target", "t", "--git", str(again))[0] == 0
+    assert not any(again.rglob("__pycache__"))
+    assert git(again, "rev-parse", "HEAD") == git(dest, "rev-parse", "HEAD")
+
+
 def test_apply_onto_takes_it(release, tmp_path, capsys):
     dest = tmp_path / "fork"
     assert run_verb(capsys, "fetch", "--target", "t", "--git", str(dest))[0] == 0
