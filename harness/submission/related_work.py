@@ -172,9 +172,15 @@ class Standing:
 
 _REVIEW = "the maintainer's review of the exported pull requests (issue 48)"
 _REVIEWED_ON = date(2026, 12, 5)
-_PARTIAL_ENTRY = (
+# 0002 and 0004 rewrite the same store in two ways: both duplicate #58121.
+_DUPLICATES_58121 = Standing(
+    DUPLICATES,
+    _REVIEWED_ON,
+    _REVIEW,
     "both rewrite the partial entry's `BlockStored` in `cache_partial_block()`: "
-    "one of them should land"
+    "one of them should land",
+    ALTERNATIVE,
+    "upstream-44488-58121.patch",
 )
 STANDINGS = {
     "0001-core-publish-prefix-cache-reset-events-at-once.patch": Standing(
@@ -188,13 +194,8 @@ STANDINGS = {
         search="reset_prefix_cache kv events",
         reports=("vllm-project/aibrix#2287, from a KV-aware router's side",),
     ),
-    "0002-kv-events-store-partial-entry-from-its-cache-block-start.patch": Standing(
-        DUPLICATES,
-        _REVIEWED_ON,
-        _REVIEW,
-        _PARTIAL_ENTRY,
-        ALTERNATIVE,
-        "upstream-44488-58121.patch",
+    "0002-kv-events-store-partial-entry-from-its-cache-block-start.patch": (
+        _DUPLICATES_58121
     ),
     "0003-kv-events-store-block-after-skipped-blocks-with-its-span.patch": Standing(
         COMPETES,
@@ -205,14 +206,7 @@ STANDINGS = {
         44488,
         "upstream-44488.patch",
     ),
-    "0004-kv-events-report-partial-entry-ancestry.patch": Standing(
-        DUPLICATES,
-        _REVIEWED_ON,
-        _REVIEW,
-        _PARTIAL_ENTRY,
-        ALTERNATIVE,
-        "upstream-44488-58121.patch",
-    ),
+    "0004-kv-events-report-partial-entry-ancestry.patch": _DUPLICATES_58121,
 }
 
 
