@@ -83,18 +83,23 @@ def test_engine_sessions_run_with_the_same_pinned_seed(monkeypatch):
     assert engine_env()["PYTHONHASHSEED"] == STREAM_ENV["PYTHONHASHSEED"]
 
 
-@pytest.mark.hostile
-def test_a_request_that_is_not_a_json_object_gets_an_error_reply(tmp_path):
+def served(requests: str) -> list[str]:
+    """The replies of the worker CHILD runs to ``requests``, one per line."""
     child = subprocess.run(
         [sys.executable, "-c", CHILD],
-        input='not json\n[1]\n{"n": 4}\n',
+        input=requests,
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert child.returncode == 0, child.stderr
-    assert child.stdout.splitlines() == [
+    return child.stdout.splitlines()
+
+
+@pytest.mark.hostile
+def test_a_request_that_is_not_a_json_object_gets_an_error_reply():
+    assert served('not json\n[1]\n{"n": 4}\n') == [
         '{"ok": false, "error": "request 1 is not JSON (Expecting value: line 1 '
         "column 1 (char 0)): 'not json\\\\n'\"}",
         '{"ok": false, "error": "request 2 is a JSON list, not an object"}',
@@ -105,16 +110,7 @@ def test_a_request_that_is_not_a_json_object_gets_an_error_reply(tmp_path):
 @pytest.mark.hostile
 def test_a_request_nested_too_deep_gets_an_error_reply_and_the_next_is_served():
     deep = "[" * 100_000 + "]" * 100_000
-    child = subprocess.run(
-        [sys.executable, "-c", CHILD],
-        input=f'{deep}\n{{"n": 4}}\n',
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert child.returncode == 0, child.stderr
-    assert child.stdout.splitlines() == [
+    assert served(f'{deep}\n{{"n": 4}}\n') == [
         '{"ok": false, "error": "request 1 is not JSON (nested deeper than the '
         f"parser recurses): '{'[' * 80}'\"}}",
         '{"ok": true, "doubled": 8}',
